@@ -1,0 +1,47 @@
+"""fastcore_train: one Trainer for models written in PyTorch, PaddlePaddle, Jittor or OneFlow.
+
+Importing the package is cheap and loads no framework: public names are resolved on first use.
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from fastcore_train.version import __version__
+
+_EXPORTS = {
+    "Trainer": "fastcore_train.controllers.trainer",
+    "Evaluator": "fastcore_train.controllers.evaluator",
+    "TrainerState": "fastcore_train.controllers.state",
+    "Event": "fastcore_train.events.event",
+    "EventFilter": "fastcore_train.events.event",
+    "Callback": "fastcore_train.events.callback",
+    "CallbackManager": "fastcore_train.events.manager",
+    "Driver": "fastcore_train.drivers.driver",
+    "choose_driver": "fastcore_train.drivers.choose",
+    "available_driver_names": "fastcore_train.drivers.registry",
+    "Metric": "fastcore_train.metrics",
+    "Accuracy": "fastcore_train.metrics",
+    "ClassifyFPreRecMetric": "fastcore_train.metrics",
+    "SpanFPreRecMetric": "fastcore_train.metrics",
+    "ProgressCallback": "fastcore_train.callbacks.progress",
+    "RichProgress": "fastcore_train.callbacks.progress",
+    "TqdmProgress": "fastcore_train.callbacks.progress",
+    "RawTextProgress": "fastcore_train.callbacks.progress",
+    "logger": "fastcore_train.log",
+}
+
+__all__ = sorted(_EXPORTS) + ["__version__"]
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fastcore_train' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__

@@ -1,0 +1,1 @@
+"""One subpackage per framework. Each is imported only when a driver of its framework is used."""

@@ -1,0 +1,172 @@
+"""``TorchSingleDriver``: one process, one device (CPU or one CUDA GPU)."""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Optional
+
+import torch
+
+from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
+from fastcore_train.drivers.driver import Driver
+
+_TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
+
+
+def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
+    """A ``torch.device`` from "cpu", "cuda", "cuda:1", 1, a torch.device, or None (model's device)."""
+    if device is None:
+        first = next(model.parameters(), None)
+        return first.device if first is not None else torch.device("cpu")
+    if isinstance(device, torch.device):
+        parsed = device
+    elif isinstance(device, int) and not isinstance(device, bool):
+        parsed = torch.device("cuda", device)
+    elif isinstance(device, str):
+        try:
+            parsed = torch.device(device)
+        except RuntimeError as error:
+            raise ValueError(f"device={device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'.") from error
+    else:
+        raise ValueError(f"device must be a str, int, torch.device or None, got {type(device).__name__}.")
+    if parsed.type == "cuda":
+        if not torch.cuda.is_available():
+            raise ValueError(f"device={device!r} needs CUDA, which this torch cannot use; pass device='cpu'.")
+        if parsed.index is None:
+            parsed = torch.device("cuda", torch.cuda.current_device())
+        if parsed.index >= torch.cuda.device_count():
+            raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+    return parsed
+
+
+class TorchSingleDriver(Driver):
+    """Trains a ``torch.nn.Module`` in this process on one device.
+
+    ``fp16=True`` uses ``torch.autocast`` with float16 and a ``GradScaler`` on CUDA, and bfloat16
+    autocast (no scaler needed) on CPU. ``torch_kwargs``: ``set_grad_to_none`` (default True),
+    ``non_blocking`` (default True), ``gradscaler_kwargs`` (passed to ``torch.amp.GradScaler``).
+    """
+
+    backend = "torch"
+    model_file_suffix = ".pt"
+
+    def __init__(self, model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,
+                 torch_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
+        super().__init__(model, fp16=fp16)
+        torch_kwargs = dict(torch_kwargs or {})
+        unknown = set(torch_kwargs) - _TORCH_KWARGS
+        if unknown:
+            raise TypeError(f"Unknown torch_kwargs {sorted(unknown)}; accepted: {sorted(_TORCH_KWARGS)}.")
+        self._device = parse_device(device, model)
+        self._data_device = parse_device(data_device, model) if data_device is not None else self._device
+        self._set_grad_to_none = torch_kwargs.get("set_grad_to_none", True)
+        self._non_blocking = torch_kwargs.get("non_blocking", True)
+        self._gradscaler_kwargs = torch_kwargs.get("gradscaler_kwargs", {})
+        self.grad_scaler: Optional[torch.amp.GradScaler] = None
+        self._autocast_dtype = torch.float16 if self._device.type == "cuda" else torch.bfloat16
+
+    # ------------------------------------------------------------------ set-up and facts
+    def setup(self) -> None:
+        self.model.to(self._device)
+        if self.fp16 and self._device.type == "cuda":
+            self.grad_scaler = torch.amp.GradScaler("cuda", **self._gradscaler_kwargs)
+
+    def check_optimizer(self, optimizer: Any) -> None:
+        if not isinstance(optimizer, torch.optim.Optimizer):
+            raise TypeError(f"The torch driver needs torch.optim.Optimizer instances, got {type(optimizer).__name__}.")
+
+    def check_dataloader(self, dataloader: Any, name: str) -> None:
+        if not hasattr(dataloader, "__iter__"):
+            raise TypeError(f"{name} must be iterable (e.g. a torch.utils.data.DataLoader), got {type(dataloader).__name__}.")
+
+    @property
+    def model_device(self) -> torch.device:
+        return self._device
+
+    @property
+    def data_device(self) -> torch.device:
+        return self._data_device
+
+    @property
+    def needs_data_move(self) -> bool:
+        return self._data_device.type != "cpu"
+
+    # ------------------------------------------------------------------ forward / backward
+    def get_model_call_fn(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        method = getattr(self.model, fn_name, None)
+        if callable(method):
+            return method, None
+        if fn_name in ("train_step", "evaluate_step"):
+            return self.model, self.model.forward
+        raise ValueError(f"The model ({type(self.model).__name__}) has no method {fn_name!r} to call.")
+
+    def set_model_mode(self, mode: str) -> None:
+        if mode not in ("train", "eval"):
+            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
+        self.model.train(mode == "train")
+
+    def evaluate_context(self) -> ContextManager[Any]:
+        return torch.no_grad()
+
+    def auto_cast(self) -> ContextManager[Any]:
+        if not self.fp16:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self._device.type, dtype=self._autocast_dtype)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def step(self) -> None:
+        scaler = self.grad_scaler
+        if scaler is None:
+            for optimizer in self.optimizers:
+                optimizer.step()
+        else:
+            for optimizer in self.optimizers:
+                scaler.step(optimizer)
+            scaler.update()
+
+    def zero_grad(self) -> None:
+        for optimizer in self.optimizers:
+            optimizer.zero_grad(set_to_none=self._set_grad_to_none)
+
+    def move_data_to_device(self, batch: Any) -> Any:
+        return move_to_device(batch, self._data_device, self._non_blocking)
+
+    def tensor_to_numeric(self, value: Any) -> Any:
+        return to_numeric(value)
+
+    # ------------------------------------------------------------------ persistence
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        model = self.unwrap_model()
+        torch.save(model.state_dict() if only_state_dict else model, path, **kwargs)
+
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        loaded = torch.load(path, map_location=self._device, weights_only=only_state_dict, **kwargs)
+        if isinstance(loaded, torch.nn.Module):
+            loaded = loaded.state_dict()
+        elif not only_state_dict and not isinstance(loaded, dict):
+            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
+        self.unwrap_model().load_state_dict(loaded)
+
+    def save_training_state(self, path: Path) -> None:
+        torch.save({
+            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
+            "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None,
+        }, path)
+
+    def load_training_state(self, path: Path) -> None:
+        state = torch.load(path, map_location=self._device, weights_only=True)
+        saved = state["optimizers"]
+        if len(saved) != len(self.optimizers):
+            raise ValueError(
+                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
+                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved."
+            )
+        for optimizer, optimizer_state in zip(self.optimizers, saved):
+            optimizer.load_state_dict(optimizer_state)
+        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
+            self.grad_scaler.load_state_dict(state["grad_scaler"])

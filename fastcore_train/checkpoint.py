@@ -1,0 +1,120 @@
+"""The checkpoint folder layout, written once for every backend.
+
+A checkpoint is a folder::
+
+    meta.json            format version, backend, driver, world size, package version
+    model<suffix>        the model, written by the driver (or by a user's model_save_fn)
+    training_state<suffix>  optimizers and grad scaler, written by the driver
+    trainer_state.json   trainer counters, callback states and event-filter counters
+
+The folder is written under a temporary name and renamed into place, so a process killed
+mid-write leaves the previous checkpoint complete and loadable.
+"""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.utils.atomic import atomic_path, recover_folder
+from fastcore_train.version import __version__
+
+FORMAT_VERSION = 1
+META_FILE = "meta.json"
+TRAINER_STATE_FILE = "trainer_state.json"
+MODEL_STEM = "model"
+TRAINING_STATE_STEM = "training_state"
+
+
+class CheckpointError(ValueError):
+    """A folder that is not a loadable checkpoint for this trainer."""
+
+
+def model_file(folder: Path, driver: Driver) -> Path:
+    return folder / f"{MODEL_STEM}{driver.model_file_suffix}"
+
+
+def _json_default(value: Any) -> Any:
+    if hasattr(value, "tolist"):  # numpy arrays and scalars
+        return value.tolist()
+    raise TypeError(
+        f"Checkpoint state must be JSON-able (dicts, lists, numbers, strings); got a "
+        f"{type(value).__name__}. Return plain data from Callback.on_save_checkpoint."
+    )
+
+
+def write_json(path: Path, data: Any) -> None:
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump(data, handle, default=_json_default, indent=1)
+        handle.flush()
+        os.fsync(handle.fileno())
+
+
+def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
+                     only_state_dict: bool = True,
+                     model_save_fn: Optional[Callable[[Path], None]] = None) -> Path:
+    """Write a complete checkpoint folder atomically (call on the saving rank only)."""
+    folder = Path(folder)
+    with atomic_path(folder) as staging:
+        staging.mkdir(parents=True)
+        write_json(staging / META_FILE, {
+            "format_version": FORMAT_VERSION, "backend": driver.backend,
+            "driver": type(driver).__name__, "world_size": driver.world_size,
+            "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
+            "fastcore_train_version": __version__,
+        })
+        if model_save_fn is not None:
+            model_save_fn(staging)
+        else:
+            driver.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
+        driver.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.model_file_suffix}")
+        write_json(staging / TRAINER_STATE_FILE, trainer_state)
+    return folder
+
+
+def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
+    """Check that ``folder`` is a checkpoint this driver can load and return its metadata."""
+    folder = recover_folder(folder)
+    if not folder.is_dir():
+        raise FileNotFoundError(
+            f"No checkpoint folder at {str(folder)!r}. Pass the folder given to save_checkpoint "
+            "(or one written by CheckpointCallback)."
+        )
+    meta_path = folder / META_FILE
+    if not meta_path.is_file():
+        raise CheckpointError(
+            f"{str(folder)!r} is not a fastcore_train checkpoint (it has no {META_FILE}); it may be "
+            "damaged or written by another tool. Pick a complete checkpoint folder."
+        )
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except ValueError as error:
+        raise CheckpointError(f"{str(meta_path)!r} is damaged ({error}); pick another checkpoint.") from error
+    if meta.get("format_version") != FORMAT_VERSION:
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} has format version {meta.get('format_version')!r}; this "
+            f"fastcore_train reads version {FORMAT_VERSION}."
+        )
+    if meta.get("backend") != driver.backend:
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} was written by the {meta.get('backend')!r} backend; this "
+            f"trainer uses {driver.backend!r}. Load it with a {meta.get('backend')} model and driver."
+        )
+    meta["folder"] = str(folder)
+    return meta
+
+
+def read_trainer_state(folder: Path) -> dict[str, Any]:
+    path = folder / TRAINER_STATE_FILE
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as error:
+        raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
+
+
+def require_file(path: Path, what: str) -> Path:
+    if not path.exists():
+        raise CheckpointError(f"The checkpoint misses its {what} ({str(path)!r}); it is damaged or incomplete.")
+    return path

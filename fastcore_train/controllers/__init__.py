@@ -1,0 +1,1 @@
+"""The framework-neutral controller: Trainer, Evaluator and the trainer state."""

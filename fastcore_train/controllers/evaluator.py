@@ -1,0 +1,160 @@
+"""The Evaluator: runs a model over one or more dataloaders and computes metrics.
+
+Usable alone (it builds its own driver) and inside the Trainer (which hands it its driver).
+Results are flat: ``"indicator#metric_name#dataloader_name"``, e.g. ``"acc#acc#dev"``; the
+dataloader part is left out when a single unnamed dataloader is evaluated.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Mapping, Optional, Union
+
+from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
+from fastcore_train.controllers.options import split_backend_kwargs
+from fastcore_train.drivers.choose import choose_driver
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.metrics.metric import Metric
+from fastcore_train.utils.param_call import ParamBinder, apply_mapping
+
+EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
+
+
+def default_evaluate_batch_step(evaluator: "Evaluator", batch: Any) -> None:
+    """Forward the batch and feed outputs (and the batch, for targets) to every metric."""
+    outputs = evaluator.evaluate_step(batch)
+    evaluator.update(batch, outputs)
+
+
+def _normalize_dataloaders(dataloaders: Any) -> dict[Optional[str], Any]:
+    if dataloaders is None:
+        raise ValueError("Evaluator needs dataloaders: one dataloader or a dict {name: dataloader}.")
+    if isinstance(dataloaders, Mapping):
+        if not dataloaders:
+            raise ValueError("Evaluator got an empty dict of dataloaders.")
+        return {str(name): dl for name, dl in dataloaders.items()}
+    return {None: dataloaders}
+
+
+def _normalize_metrics(metrics: Any) -> dict[str, Any]:
+    if metrics is None:
+        return {}
+    if isinstance(metrics, Metric):
+        return {type(metrics).__name__.lower(): metrics}
+    if not isinstance(metrics, Mapping):
+        raise TypeError(
+            f"metrics must be a dict {{name: Metric}} (or one Metric), got {type(metrics).__name__}."
+        )
+    for name, metric in metrics.items():
+        if not isinstance(name, str) or "#" in name:
+            raise ValueError(f"Metric names must be strings without '#', got {name!r}.")
+        if not hasattr(metric, "update") or not hasattr(metric, "get_metric"):
+            raise TypeError(
+                f"metrics[{name!r}] is a {type(metric).__name__}; a metric needs update() and "
+                "get_metric() (subclass fastcore_train.Metric)."
+            )
+    return dict(metrics)
+
+
+def result_key(indicator: str, metric_name: str, dataloader_name: Optional[str]) -> str:
+    return "#".join(part for part in (indicator, metric_name, dataloader_name) if part)
+
+
+class Evaluator:
+    """Evaluate ``model`` on ``dataloaders`` with ``metrics``; see the module docstring for keys."""
+
+    def __init__(self, model: Any, dataloaders: Any, metrics: Any = None,
+                 driver: Union[str, Driver] = "auto", device: Any = "cpu",
+                 evaluate_batch_step_fn: Optional[EvaluateBatchStepFn] = None,
+                 evaluate_fn: Optional[str] = None, input_mapping: Any = None,
+                 output_mapping: Any = None, model_wo_auto_param_call: bool = False,
+                 fp16: bool = False, verbose: int = 1, **kwargs: Any) -> None:
+        backend_kwargs, options = split_backend_kwargs(kwargs, allowed={"model_use_eval_mode", "data_device",
+                                                                        "progress_bar"})
+        self.driver = choose_driver(model, driver, device, fp16=fp16, **backend_kwargs)
+        self.driver.ensure_setup()
+        self.dataloaders = _normalize_dataloaders(dataloaders)
+        for name, dataloader in self.dataloaders.items():
+            self.driver.check_dataloader(dataloader, f"evaluate dataloader {name or ''}".strip())
+        self.metrics = _normalize_metrics(metrics)
+        if not self.metrics and evaluate_batch_step_fn is None:
+            raise ValueError("Evaluator needs metrics (a dict {name: Metric}) or an evaluate_batch_step_fn.")
+        if evaluate_batch_step_fn is not None and not callable(evaluate_batch_step_fn):
+            raise TypeError("evaluate_batch_step_fn must be callable(evaluator, batch).")
+        self.evaluate_batch_step_fn = evaluate_batch_step_fn or default_evaluate_batch_step
+        fn, signature_fn = self.driver.get_model_call_fn(evaluate_fn or "evaluate_step")
+        self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
+        self.input_mapping = input_mapping
+        self.output_mapping = output_mapping
+        self.verbose = verbose
+        self.model_use_eval_mode = options.get("model_use_eval_mode", True)
+        self._metric_binders: dict[str, ParamBinder] = {
+            name: ParamBinder(metric.update) for name, metric in self.metrics.items()}
+        self.current_dataloader_name: Optional[str] = None
+
+    # ------------------------------------------------------------------ per batch
+    def evaluate_step(self, batch: Any) -> Any:
+        """Run the evaluation forward (``evaluate_step`` or forward) and apply output_mapping."""
+        with self.driver.auto_cast():
+            outputs = self._call_model(batch)
+        return apply_mapping(self.output_mapping, outputs)
+
+    def update(self, batch: Any, outputs: Any) -> None:
+        """Feed each metric's ``update`` the entries of ``outputs`` (then ``batch``) it asks for."""
+        outputs = outputs_as_mapping(outputs, "The evaluation step")
+        sources = (outputs, batch) if isinstance(batch, Mapping) else (outputs,)
+        for binder in self._metric_binders.values():
+            binder.call_with(*sources)
+
+    # ------------------------------------------------------------------ whole run
+    def run(self, num_eval_batch_per_dl: int = -1) -> dict[str, Any]:
+        """Evaluate every dataloader (at most ``num_eval_batch_per_dl`` batches each, -1 for all)."""
+        if not isinstance(num_eval_batch_per_dl, int) or num_eval_batch_per_dl == 0 or num_eval_batch_per_dl < -1:
+            raise ValueError(f"num_eval_batch_per_dl must be -1 (all) or a positive int, got {num_eval_batch_per_dl!r}.")
+        driver = self.driver
+        if self.model_use_eval_mode:
+            driver.set_model_mode("eval")
+        results: dict[str, Any] = {}
+        for name, dataloader in self.dataloaders.items():
+            self.current_dataloader_name = name
+            self.reset()
+            with driver.evaluate_context():
+                for index, batch in enumerate(dataloader):
+                    if index == num_eval_batch_per_dl:
+                        break
+                    batch = apply_mapping(self.input_mapping, batch)
+                    if driver.needs_data_move:
+                        batch = driver.move_data_to_device(batch)
+                    self.evaluate_batch_step_fn(self, batch)
+            results.update(self.get_metric(name))
+        self.current_dataloader_name = None
+        self.reset()
+        if self.verbose and driver.is_global_zero():
+            print(format_results(results))
+        return results
+
+    def get_metric(self, dataloader_name: Optional[str] = None) -> dict[str, Any]:
+        """Aggregate every metric across ranks and return its flattened results."""
+        results: dict[str, Any] = {}
+        for metric_name, metric in self.metrics.items():
+            if isinstance(metric, Metric):
+                metric.aggregate(self.driver.all_gather_object)
+            values = metric.get_metric()
+            if not isinstance(values, Mapping):
+                results[result_key("", metric_name, dataloader_name)] = values
+                continue
+            for indicator, value in values.items():
+                results[result_key(str(indicator), metric_name, dataloader_name)] = value
+        return results
+
+    def reset(self) -> None:
+        for metric in self.metrics.values():
+            metric.reset()
+
+
+def format_results(results: Mapping[str, Any]) -> str:
+    """One readable line per result, for logs."""
+    if not results:
+        return "Evaluation: no results"
+    width = max(len(key) for key in results)
+    lines = [f"  {key:<{width}}  {value:.6g}" if isinstance(value, float) else f"  {key:<{width}}  {value}"
+             for key, value in results.items()]
+    return "Evaluation results:\n" + "\n".join(lines)

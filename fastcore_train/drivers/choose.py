@@ -1,0 +1,48 @@
+"""``choose_driver``: turn the Trainer's ``driver=`` and ``device=`` into a Driver instance."""
+from __future__ import annotations
+
+from typing import Any, Union
+
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.registry import (available_driver_names, backend_for_driver_name,
+                                             backend_for_model, framework_of, load_backend)
+
+
+def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any = "cpu",
+                  fp16: bool = False, **kwargs: Any) -> Driver:
+    """Return ``driver`` itself if it is a Driver, else build the named (or detected) one.
+
+    ``"auto"`` picks the backend whose framework defines the model's class. An unknown name, or
+    a model that does not belong to the named driver's framework, raises a ValueError listing
+    what is available.
+    """
+    if isinstance(driver, Driver):
+        return driver
+    if not isinstance(driver, str):
+        raise ValueError(
+            f"driver must be a name ({', '.join(available_driver_names())}, or 'auto') or a Driver "
+            f"instance, got {type(driver).__name__}."
+        )
+    if driver == "auto":
+        entry = backend_for_model(model)
+        if entry is None:
+            raise ValueError(
+                f"driver='auto' cannot tell which framework the model of type "
+                f"{type(model).__module__}.{type(model).__qualname__} belongs to. Pass a model of a "
+                f"supported framework, or name a driver: {', '.join(available_driver_names())}."
+            )
+        driver_name = entry.driver_names[0]
+    else:
+        entry = backend_for_driver_name(driver)
+        driver_name = driver
+    backend = load_backend(entry)
+    if not backend.is_model(model):
+        found = framework_of(model)
+        where = f"a {found} model" if found else f"an object of type {type(model).__qualname__}"
+        suggestion = f"use driver='auto'" if found and backend_for_model(model) else \
+            f"pass a {entry.framework_module} model"
+        raise ValueError(
+            f"driver={driver_name!r} trains {entry.framework_module} models, but got {where}; "
+            f"{suggestion}. Available drivers: {', '.join(available_driver_names())}."
+        )
+    return backend.create_driver(driver_name, model, device=device, fp16=fp16, **kwargs)

@@ -1,0 +1,188 @@
+"""The ``Driver`` interface: everything framework-specific the controller asks for.
+
+The Trainer and Evaluator never touch a framework; they call these methods. A backend implements
+them with its framework's own facilities. Defaults here are the single-process answers, so a
+single-process driver only overrides what its framework does differently.
+"""
+from __future__ import annotations
+
+import contextlib
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Optional
+
+
+class Driver(ABC):
+    """Framework-specific operations used by the controller.
+
+    Class attributes a backend sets: ``backend`` (its registry name) and ``model_file_suffix``
+    (the file extension its ``save_model`` writes, e.g. ``.pt``).
+    """
+
+    backend: str = ""
+    model_file_suffix: str = ""
+
+    def __init__(self, model: Any, fp16: bool = False, **kwargs: Any) -> None:
+        self.model = model
+        self.fp16 = fp16
+        self.optimizers: list[Any] = []
+        self._is_set_up = False
+
+    def ensure_setup(self) -> None:
+        """Run :meth:`setup` once, whoever (Trainer or a standalone Evaluator) gets there first."""
+        if not self._is_set_up:
+            self.setup()
+            self._is_set_up = True
+
+    # ------------------------------------------------------------------ set-up and facts
+    @abstractmethod
+    def setup(self) -> None:
+        """Move the model to its device, build scalers or process groups; called once."""
+
+    def set_optimizers(self, optimizers: Any) -> None:
+        """Accept one optimizer or a sequence of them, checking each belongs to the framework."""
+        if optimizers is None:
+            raise ValueError("optimizers is required: pass an optimizer (or a list of them) to train.")
+        listed = list(optimizers) if isinstance(optimizers, (list, tuple)) else [optimizers]
+        for optimizer in listed:
+            self.check_optimizer(optimizer)
+        self.optimizers = listed
+
+    @abstractmethod
+    def check_optimizer(self, optimizer: Any) -> None:
+        """Raise a clear TypeError when ``optimizer`` is not an optimizer of this framework."""
+
+    @abstractmethod
+    def check_dataloader(self, dataloader: Any, name: str) -> None:
+        """Raise a clear TypeError when ``dataloader`` cannot be iterated as this driver needs."""
+
+    def is_distributed(self) -> bool:
+        return False
+
+    @property
+    def rank(self) -> int:
+        return 0
+
+    @property
+    def world_size(self) -> int:
+        return 1
+
+    @property
+    def local_rank(self) -> int:
+        return 0
+
+    def is_global_zero(self) -> bool:
+        return self.rank == 0
+
+    @property
+    @abstractmethod
+    def model_device(self) -> Any:
+        """Where the model's parameters live."""
+
+    @property
+    def data_device(self) -> Any:
+        """Where batches are moved before the forward; the model's device unless told otherwise."""
+        return self.model_device
+
+    def unwrap_model(self) -> Any:
+        """The user's model, without any wrapper the driver put around it."""
+        return self.model
+
+    # ------------------------------------------------------------------ forward / backward
+    @abstractmethod
+    def get_model_call_fn(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        """Return ``(fn, signature_fn)`` for the model method ``fn_name``.
+
+        When the model has no such method and ``fn_name`` is the default (``train_step`` or
+        ``evaluate_step``), fall back to the framework's forward call.
+        """
+
+    @abstractmethod
+    def set_model_mode(self, mode: str) -> None:
+        """``"train"`` or ``"eval"``."""
+
+    @abstractmethod
+    def evaluate_context(self) -> ContextManager[Any]:
+        """A context in which no gradient is recorded."""
+
+    def auto_cast(self) -> ContextManager[Any]:
+        """Mixed-precision context for the forward; a null context unless ``fp16``."""
+        return contextlib.nullcontext()
+
+    def no_sync(self) -> ContextManager[Any]:
+        """Context that skips gradient synchronisation (non-final accumulation micro-steps)."""
+        return contextlib.nullcontext()
+
+    @abstractmethod
+    def backward(self, loss: Any) -> None: ...
+
+    @abstractmethod
+    def step(self) -> None:
+        """Step every optimizer."""
+
+    @abstractmethod
+    def zero_grad(self) -> None:
+        """Clear every optimizer's gradients."""
+
+    @abstractmethod
+    def move_data_to_device(self, batch: Any) -> Any:
+        """Move every tensor in a (nested) batch to ``data_device``."""
+
+    @property
+    def needs_data_move(self) -> bool:
+        """False when batches are already where the model wants them, so the loop skips moving."""
+        return True
+
+    @abstractmethod
+    def tensor_to_numeric(self, value: Any) -> Any:
+        """A tensor (or nested container of them) as python numbers, for logs and results."""
+
+    # ------------------------------------------------------------------ data
+    def set_sampler_epoch(self, dataloader: Any, epoch: int) -> None:
+        """Tell the dataloader's sampler which epoch starts (reshuffles seeded samplers)."""
+        sampler = getattr(dataloader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+
+    def dataloader_length(self, dataloader: Any) -> Optional[int]:
+        """Batches per epoch, or None for an unsized iterable."""
+        try:
+            return len(dataloader)
+        except TypeError:
+            return None
+
+    # ------------------------------------------------------------------ persistence
+    @abstractmethod
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """Write the (unwrapped) model to the file ``path``."""
+
+    @abstractmethod
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """Restore the model from the file ``path`` written by :meth:`save_model`."""
+
+    @abstractmethod
+    def save_training_state(self, path: Path) -> None:
+        """Write optimizer (and grad-scaler) state to the file ``path``."""
+
+    @abstractmethod
+    def load_training_state(self, path: Path) -> None:
+        """Restore what :meth:`save_training_state` wrote."""
+
+    # ------------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        """Wait for every rank; nothing to wait for in one process."""
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s ``obj`` on every rank."""
+        return obj
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order."""
+        return [obj]
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Called when training raises, so a distributed driver can stop its peers."""
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(device={self.model_device!s}, fp16={self.fp16})"
+

@@ -1,0 +1,131 @@
+"""``ClassifyFPreRecMetric``: per-class F-beta, precision and recall for classification.
+
+Counts live in three ``int64`` numpy elements ``tp``, ``fp`` and ``fn`` indexed by class id:
+
+* with a ``tag_vocab`` they have one slot per vocabulary entry from the start;
+* without one they start empty and grow (zero-padded) to the largest class id seen.
+
+Growing arrays may differ in length between ranks; :meth:`Metric.aggregate` right-pads ``sum``
+elements with zeros before adding them, so the reduction stays exact.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, List, Optional, Set
+
+import numpy as np
+
+from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
+from fastcore_train.metrics._inputs import as_class_ids, position_mask, predicted_ids
+from fastcore_train.metrics._tag_vocab import TagVocab, read_tag_vocab
+from fastcore_train.metrics.metric import Metric
+
+__all__ = ["ClassifyFPreRecMetric"]
+
+_COUNTS = ("tp", "fp", "fn")
+
+
+class ClassifyFPreRecMetric(Metric):
+    """F-beta / precision / recall over classes, micro or macro averaged (fastNLP semantics).
+
+    :param tag_vocab: label names by class id (dict, list/tuple or ``idx2word`` vocabulary);
+        ``None`` names classes by their id and lets the number of classes grow.
+    :param ignore_labels: labels (names, or ids) whose tp/fp/fn are not counted; a sample of an
+        ignored class predicted as another class still counts as a false positive of the latter.
+    :param only_gross: ``False`` adds ``f-<label>``, ``pre-<label>``, ``rec-<label>`` per label.
+    :param f_type: ``"micro"`` (scores from the summed counts) or ``"macro"`` (mean of the
+        per-label scores over the labels seen).
+    :param beta: the beta of F-beta; 1 gives F1.
+    """
+
+    def __init__(
+        self,
+        tag_vocab: Any = None,
+        ignore_labels: Optional[Iterable[Any]] = None,
+        only_gross: bool = True,
+        f_type: str = "micro",
+        beta: float = 1,
+        aggregate_when_get_metric: bool = True,
+    ) -> None:
+        super().__init__(aggregate_when_get_metric=aggregate_when_get_metric)
+        self.f_type = check_f_type(f_type)
+        self.beta = beta
+        self.only_gross = only_gross
+        self.tag_vocab: Optional[TagVocab] = None if tag_vocab is None else read_tag_vocab(tag_vocab)
+        self.ignore_labels = list(ignore_labels or ())
+        self._ignored_ids = _resolve_ignored(self.ignore_labels, self.tag_vocab)
+        size = 0 if self.tag_vocab is None else len(self.tag_vocab)
+        for name in _COUNTS:
+            self.register_element(name, np.zeros(size, dtype=np.int64), aggregate_method="sum")
+
+    def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
+        """Count one batch.
+
+        :param pred: class ids shaped like ``target`` or scores with an extra trailing class axis.
+        :param target: gold class ids, ``[B]`` or ``[B, L]``.
+        :param seq_len: ``[B]`` lengths masking the padding of ``[B, L]`` targets.
+        """
+        target = self.to_numpy(target)
+        pred = predicted_ids(self.to_numpy(pred), target)
+        mask = position_mask(seq_len, target.shape)
+        if mask is not None:
+            pred, target = pred[mask], target[mask]
+        pred = as_class_ids(np.ravel(pred), "pred")
+        target = as_class_ids(np.ravel(target), "target")
+        n_classes = self._fit_counts(pred, target)
+
+        hit = pred == target
+        counts = {
+            "tp": np.bincount(target[hit], minlength=n_classes),
+            "fp": np.bincount(pred[~hit], minlength=n_classes),
+            "fn": np.bincount(target[~hit], minlength=n_classes),
+        }
+        ignored = [index for index in self._ignored_ids if index < n_classes]
+        for name, batch_counts in counts.items():
+            batch_counts[ignored] = 0
+            setattr(self, name, getattr(self, name) + batch_counts)
+
+    def get_metric(self) -> dict:
+        """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
+        size = len(self.tp)
+        names = self.tag_vocab.labels if self.tag_vocab is not None else [str(i) for i in range(size)]
+        return f_pre_rec_result(
+            names, self.tp, self.fn, self.fp, f_type=self.f_type, beta=self.beta,
+            only_gross=self.only_gross, excluded=self._ignored_ids,
+        )
+
+    def _fit_counts(self, pred: np.ndarray, target: np.ndarray) -> int:
+        """Check the ids and grow the count arrays to hold them; returns the number of slots."""
+        size = len(self.tp)
+        if pred.size == 0 and target.size == 0:
+            return size
+        lowest = min(pred.min(initial=0), target.min(initial=0))
+        if lowest < 0:
+            raise ValueError(f"Class ids must be non-negative, got {lowest}.")
+        needed = int(max(pred.max(initial=0), target.max(initial=0))) + 1
+        if needed <= size:
+            return size
+        if self.tag_vocab is not None:
+            raise ValueError(
+                f"Class id {needed - 1} is out of range for a tag_vocab of {size} labels."
+            )
+        for name in _COUNTS:
+            setattr(self, name, np.pad(getattr(self, name), (0, needed - size)))
+        return needed
+
+
+def _resolve_ignored(ignore_labels: List[Any], tag_vocab: Optional[TagVocab]) -> Set[int]:
+    """Class ids of the ignored labels, given by name (with a vocabulary) or by id."""
+    ids: Set[int] = set()
+    for label in ignore_labels:
+        if tag_vocab is not None and str(label) in tag_vocab.labels:
+            ids.update(i for i, name in enumerate(tag_vocab.labels) if name == str(label))
+            continue
+        try:
+            index = int(label)
+        except (TypeError, ValueError):
+            raise ValueError(f"Unknown label {label!r} in ignore_labels.") from None
+        if index < 0 or (tag_vocab is not None and index >= len(tag_vocab)):
+            raise ValueError(f"Unknown label {label!r} in ignore_labels.")
+        ids.add(index)
+    return ids
+

@@ -1,0 +1,117 @@
+"""``SpanFPreRecMetric``: span-level F-beta, precision and recall for sequence labelling.
+
+Each sequence is decoded into labelled spans (BIO, BIOES, BMES or BMESO tags); a predicted span
+is a true positive when the gold sequence has the same label over the same positions. Counts
+are three ``int64`` numpy elements ``tp``, ``fp``, ``fn`` with one slot per span label, fixed by
+the tag vocabulary, so they aggregate over ranks by a plain sum.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable, Optional
+
+import numpy as np
+
+from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
+from fastcore_train.metrics._inputs import as_class_ids, length_mask, predicted_ids, sequence_lengths
+from fastcore_train.metrics._span_decode import check_encoding, decode_spans, infer_encoding, span_labels
+from fastcore_train.metrics._tag_vocab import read_tag_vocab
+from fastcore_train.metrics.metric import Metric
+
+__all__ = ["SpanFPreRecMetric"]
+
+
+class SpanFPreRecMetric(Metric):
+    """Span F-beta / precision / recall, micro or macro averaged (fastNLP semantics).
+
+    :param tag_vocab: tags by id (dict, list/tuple or ``idx2word`` vocabulary), e.g.
+        ``["O", "B-PER", "I-PER"]``. ``<unk>`` / ``<pad>`` (or the vocabulary's own unknown and
+        padding tokens) are treated as outside any span.
+    :param encoding_type: ``"bio"``, ``"bioes"``, ``"bmes"`` or ``"bmeso"``; ``None`` infers it
+        from the tag prefixes.
+    :param ignore_labels: span labels (case-insensitive) left out of every count.
+    :param only_gross: ``False`` adds ``f-<label>``, ``pre-<label>``, ``rec-<label>`` per label
+        (labels in lower case, as in fastNLP).
+    :param f_type: ``"micro"`` or ``"macro"`` (mean over the labels seen).
+    :param beta: the beta of F-beta; 1 gives F1.
+    """
+
+    def __init__(
+        self,
+        tag_vocab: Any,
+        encoding_type: Optional[str] = None,
+        ignore_labels: Optional[Iterable[str]] = None,
+        only_gross: bool = True,
+        f_type: str = "micro",
+        beta: float = 1,
+        aggregate_when_get_metric: bool = True,
+    ) -> None:
+        super().__init__(aggregate_when_get_metric=aggregate_when_get_metric)
+        self.f_type = check_f_type(f_type)
+        self.beta = beta
+        self.only_gross = only_gross
+        self.tag_vocab = read_tag_vocab(tag_vocab)
+        tags, special = self.tag_vocab.labels, self.tag_vocab.special
+        if encoding_type is None:
+            self.encoding_type = infer_encoding(tags, special)
+        else:
+            self.encoding_type = check_encoding(encoding_type, tags, special)
+        self.span_labels = tuple(span_labels(tags, self.encoding_type, special))
+        self._label_index = {label: index for index, label in enumerate(self.span_labels)}
+        self.ignore_labels = frozenset(str(label).lower() for label in ignore_labels or ())
+        unknown = sorted(self.ignore_labels - set(self.span_labels))
+        if unknown:
+            raise ValueError(f"ignore_labels {unknown} are not span labels of the tag vocabulary.")
+        for name in ("tp", "fp", "fn"):
+            self.register_element(name, np.zeros(len(self.span_labels), dtype=np.int64))
+
+    def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
+        """Count the spans of one batch.
+
+        :param pred: ``[B, L]`` tag ids or ``[B, L, C]`` tag scores (argmax over ``C``).
+        :param target: ``[B, L]`` gold tag ids.
+        :param seq_len: ``[B]`` lengths; positions ``>= seq_len[i]`` are padding. ``None``
+            uses the whole length ``L`` of every sequence.
+        """
+        target = self.to_numpy(target)
+        if target.ndim != 2:
+            raise ValueError(f"target must be [batch_size, max_len] tag ids, got shape {target.shape}.")
+        pred = predicted_ids(self.to_numpy(pred), target)
+        batch_size, max_len = target.shape
+        if seq_len is None:
+            lengths = np.full(batch_size, max_len, dtype=np.int64)
+        else:
+            lengths = sequence_lengths(seq_len, batch_size, max_len)
+        mask = length_mask(lengths, batch_size, max_len)
+        pred = as_class_ids(pred, "pred")
+        target = as_class_ids(target, "target")
+        self._check_ids(pred[mask], "pred")
+        self._check_ids(target[mask], "target")
+
+        tags = self.tag_vocab.labels
+        for pred_row, gold_row, length in zip(pred.tolist(), target.tolist(), lengths.tolist()):
+            pred_spans = set(self._decode([tags[i] for i in pred_row[:length]]))
+            gold_spans = set(self._decode([tags[i] for i in gold_row[:length]]))
+            self._count(self.tp, pred_spans & gold_spans)
+            self._count(self.fp, pred_spans - gold_spans)
+            self._count(self.fn, gold_spans - pred_spans)
+
+    def get_metric(self) -> dict:
+        """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
+        return f_pre_rec_result(
+            self.span_labels, self.tp, self.fn, self.fp, f_type=self.f_type, beta=self.beta,
+            only_gross=self.only_gross,
+        )
+
+    def _decode(self, tags: list) -> list:
+        return decode_spans(tags, self.encoding_type, self.tag_vocab.special, self.ignore_labels)
+
+    def _count(self, counts: np.ndarray, spans: set) -> None:
+        for label, _, _ in spans:
+            counts[self._label_index[label]] += 1
+
+    def _check_ids(self, ids: np.ndarray, what: str) -> None:
+        if ids.size and (ids.min() < 0 or ids.max() >= len(self.tag_vocab)):
+            bad = ids[(ids < 0) | (ids >= len(self.tag_vocab))][0]
+            raise ValueError(
+                f"{what} holds tag id {bad}, outside the tag vocabulary of {len(self.tag_vocab)} tags."
+            )

@@ -1,0 +1,1 @@
+"""Small framework-neutral helpers shared by the controller, metrics and samplers."""

@@ -1,0 +1,149 @@
+"""What only the torch single-process driver has: devices, autocast, forward fallbacks."""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+from fastcore_train import Callback, Trainer, choose_driver
+from fastcore_train.backends.torch import TorchSingleDriver
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
+
+
+class ForwardOnly(torch.nn.Module):
+    """No train_step: the Trainer must call forward(x, y) and read its 'loss'."""
+
+    def __init__(self):
+        super().__init__()
+        torch.manual_seed(0)
+        self.linear = torch.nn.Linear(4, 3)
+
+    def forward(self, x, y):
+        return {"loss": torch.nn.functional.cross_entropy(self.linear(x), y)}
+
+
+@dataclasses.dataclass
+class Output:
+    loss: torch.Tensor
+    logits: torch.Tensor
+
+
+class DataclassOutput(ForwardOnly):
+    def forward(self, x, y):
+        logits = self.linear(x)
+        return Output(loss=torch.nn.functional.cross_entropy(logits, y), logits=logits)
+
+
+def loader():
+    generator = torch.Generator().manual_seed(0)
+    x = torch.randn(16, 4, generator=generator)
+    y = torch.randint(0, 3, (16,), generator=generator)
+    return DataLoader(TensorDataset(x, y), batch_size=4)
+
+
+def test_auto_picks_the_torch_driver_and_forward_is_the_fallback():
+    model = ForwardOnly()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), driver="auto",
+                      input_mapping={0: "x", 1: "y"}, n_epochs=1, progress_bar=None)
+    assert isinstance(trainer.driver, TorchSingleDriver)
+    before = model.linear.weight.detach().clone()
+    trainer.run(num_eval_sanity_batch=0)
+    assert not torch.equal(before, model.linear.weight)
+
+
+def test_a_dataclass_output_with_a_loss_attribute_trains():
+    model = DataclassOutput()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), input_mapping={0: "x", 1: "y"},
+                      n_epochs=1, progress_bar=None)
+    trainer.run(num_eval_sanity_batch=0)
+    assert trainer.global_forward_batches == 4
+
+
+def test_model_wo_auto_param_call_passes_the_batch_whole():
+    class WholeBatch(ForwardOnly):
+        def forward(self, batch):
+            x, y = batch
+            return {"loss": torch.nn.functional.cross_entropy(self.linear(x), y)}
+
+    model = WholeBatch()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), model_wo_auto_param_call=True,
+                      n_epochs=1, progress_bar=None)
+    trainer.run(num_eval_sanity_batch=0)
+    assert trainer.global_forward_batches == 4
+
+
+def test_fp16_on_cpu_runs_the_forward_in_bfloat16():
+    dtypes = []
+
+    class Spy(ForwardOnly):
+        def forward(self, x, y):
+            logits = self.linear(x)
+            dtypes.append(logits.dtype)
+            return {"loss": torch.nn.functional.cross_entropy(logits, y)}
+
+    model = Spy()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), input_mapping={0: "x", 1: "y"},
+                      fp16=True, n_epochs=1, progress_bar=None)
+    trainer.run(num_eval_sanity_batch=0)
+    assert dtypes == [torch.bfloat16] * 4
+    assert trainer.driver.grad_scaler is None
+    assert model.linear.weight.dtype == torch.float32
+    assert np.isfinite(trainer.driver.tensor_to_numeric(trainer.last_loss))
+
+
+@pytest.mark.parametrize("device, expected", [("cpu", "cpu"), (None, "cpu"), (torch.device("cpu"), "cpu"),
+                                              (["cpu"], "cpu")])
+def test_device_forms(device, expected):
+    driver = choose_driver(ForwardOnly(), "torch", device=device)
+    assert driver.model_device.type == expected and driver.data_device.type == expected
+    assert driver.needs_data_move is False
+
+
+@pytest.mark.parametrize("device, message", [
+    ("cuda", "needs CUDA") if not torch.cuda.is_available() else ("cuda:99", "CUDA device"),
+    ("tpu:0", "is not a torch device"),
+    (["cpu", "cpu"], "runs torch in one process only"),
+    (3.5, "device must be a str, int, torch.device or None"),
+])
+def test_bad_devices(device, message):
+    with pytest.raises(ValueError, match=message):
+        choose_driver(ForwardOnly(), "torch", device=device)
+
+
+def test_unknown_torch_kwargs_are_rejected():
+    with pytest.raises(TypeError, match=r"Unknown torch_kwargs \['set_grads_none'\]"):
+        choose_driver(ForwardOnly(), "torch", torch_kwargs={"set_grads_none": True})
+
+
+def test_set_grad_to_none_false_keeps_zeroed_gradients():
+    model = ForwardOnly()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), input_mapping={0: "x", 1: "y"},
+                      n_epochs=1, progress_bar=None, torch_kwargs={"set_grad_to_none": False})
+    trainer.run(num_eval_sanity_batch=0)
+    assert model.linear.weight.grad is not None and torch.count_nonzero(model.linear.weight.grad) == 0
+
+
+def test_evaluation_runs_without_grad_and_in_eval_mode():
+    modes = []
+
+    class Probe(ForwardOnly):
+        def evaluate_step(self, x, y):
+            modes.append((self.training, torch.is_grad_enabled()))
+            return {"pred": self.linear(x), "target": y}
+
+    from fastcore_train import Accuracy, Evaluator
+    Evaluator(Probe(), loader(), {"acc": Accuracy()}, input_mapping={0: "x", 1: "y"}, verbose=0).run()
+    assert set(modes) == {(False, False)}
+
+
+@needs_cuda
+def test_fp16_on_cuda_uses_a_grad_scaler():
+    model = ForwardOnly()
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), device="cuda",
+                      input_mapping={0: "x", 1: "y"}, fp16=True, n_epochs=1, progress_bar=None)
+    trainer.run(num_eval_sanity_batch=0)
+    assert trainer.driver.grad_scaler is not None and model.linear.weight.is_cuda

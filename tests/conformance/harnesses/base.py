@@ -1,0 +1,68 @@
+"""What each backend supplies to the driver conformance suite, in its own framework.
+
+Weights travel as numpy in one canonical layout (``w1`` [in, hidden], ``b1``, ``w2`` [hidden, out],
+``b2``) so that every backend starts from the same numbers and results compare across backends.
+The model is ``x -> linear -> relu (-> dropout) -> linear``; ``train_step(x, y)`` returns
+``{"loss": cross_entropy}`` and ``evaluate_step(x)`` returns ``{"pred": logits}``.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+import numpy as np
+
+IN, HIDDEN, OUT = 6, 16, 4
+
+
+def initial_weights(seed: int = 0) -> dict[str, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return {
+        "w1": rng.normal(0, 0.5, (IN, HIDDEN)).astype(np.float32),
+        "b1": rng.normal(0, 0.1, (HIDDEN,)).astype(np.float32),
+        "w2": rng.normal(0, 0.5, (HIDDEN, OUT)).astype(np.float32),
+        "b2": rng.normal(0, 0.1, (OUT,)).astype(np.float32),
+    }
+
+
+def make_data(n: int, seed: int = 1) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.normal(0, 1, (n, IN)).astype(np.float32), rng.integers(0, OUT, n).astype(np.int64)
+
+
+def numpy_logits(weights: dict[str, np.ndarray], x: np.ndarray) -> np.ndarray:
+    """The model's forward in numpy, for hand-computed expectations."""
+    hidden = np.maximum(x @ weights["w1"] + weights["b1"], 0)
+    return hidden @ weights["w2"] + weights["b2"]
+
+
+class BackendHarness(ABC):
+    """Framework-specific pieces of the conformance tests."""
+
+    driver_name: str
+
+    @abstractmethod
+    def make_model(self, weights: dict[str, np.ndarray], dropout: float = 0.0) -> Any: ...
+
+    @abstractmethod
+    def get_weights(self, model: Any) -> dict[str, np.ndarray]: ...
+
+    @abstractmethod
+    def make_sgd(self, model: Any, lr: float, momentum: float = 0.0) -> Any: ...
+
+    @abstractmethod
+    def make_dataloader(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False) -> Any:
+        """A framework dataloader yielding ``{"x": ..., "y": ...}`` batches."""
+
+    @abstractmethod
+    def hand_train(self, model: Any, optimizer: Any, batches: list[tuple[np.ndarray, np.ndarray]],
+                   loss_scale: float = 1.0, step_every: int = 1) -> None:
+        """The hand-written training loop of the framework over ``batches``."""
+
+    @abstractmethod
+    def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
+        """Logits for ``x`` in eval mode, as numpy."""
+
+    @abstractmethod
+    def foreign_object(self) -> Any:
+        """Something that is not a model of this framework (for the bad-input table)."""

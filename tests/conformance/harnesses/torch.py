@@ -1,0 +1,75 @@
+"""The torch side of the conformance suite."""
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+from tests.conformance.harnesses.base import BackendHarness
+
+
+class MLP(torch.nn.Module):
+    def __init__(self, weights: dict[str, np.ndarray], dropout: float) -> None:
+        super().__init__()
+        self.fc1 = torch.nn.Linear(*weights["w1"].shape)
+        self.fc2 = torch.nn.Linear(*weights["w2"].shape)
+        self.dropout = torch.nn.Dropout(dropout)
+        with torch.no_grad():
+            self.fc1.weight.copy_(torch.from_numpy(weights["w1"].T.copy()))
+            self.fc1.bias.copy_(torch.from_numpy(weights["b1"]))
+            self.fc2.weight.copy_(torch.from_numpy(weights["w2"].T.copy()))
+            self.fc2.bias.copy_(torch.from_numpy(weights["b2"]))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.fc2(self.dropout(torch.relu(self.fc1(x))))
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"loss": torch.nn.functional.cross_entropy(self(x), y)}
+
+    def evaluate_step(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"pred": self(x)}
+
+
+class ArrayDataset(Dataset):
+    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
+        return {"x": self.x[index], "y": self.y[index]}
+
+
+class Harness(BackendHarness):
+    driver_name = "torch"
+
+    def make_model(self, weights, dropout=0.0):
+        return MLP(weights, dropout)
+
+    def get_weights(self, model):
+        return {"w1": model.fc1.weight.detach().numpy().T.copy(), "b1": model.fc1.bias.detach().numpy().copy(),
+                "w2": model.fc2.weight.detach().numpy().T.copy(), "b2": model.fc2.bias.detach().numpy().copy()}
+
+    def make_sgd(self, model, lr, momentum=0.0):
+        return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+
+    def make_dataloader(self, x, y, batch_size, shuffle=False):
+        return DataLoader(ArrayDataset(x, y), batch_size=batch_size, shuffle=shuffle)
+
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+        model.train()
+        for index, (x, y) in enumerate(batches, start=1):
+            loss = torch.nn.functional.cross_entropy(model(torch.from_numpy(x)), torch.from_numpy(y))
+            (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+            if index % step_every == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+    def predict(self, model, x):
+        model.eval()
+        with torch.no_grad():
+            return model(torch.from_numpy(x)).numpy()
+
+    def foreign_object(self):
+        return object()

@@ -1,0 +1,32 @@
+"""Building Trainers for the conformance tests with the backend's harness."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fastcore_train import Trainer
+
+
+def batches_of(x: np.ndarray, y: np.ndarray, batch_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    return [(x[i:i + batch_size], y[i:i + batch_size]) for i in range(0, len(x), batch_size)]
+
+
+def make_trainer(harness: Any, model: Any, x: np.ndarray, y: np.ndarray, batch_size: int = 8,
+                 lr: float = 0.1, **kwargs: Any) -> Trainer:
+    kwargs.setdefault("progress_bar", None)
+    kwargs.setdefault("n_epochs", 1)
+    optimizer = kwargs.pop("optimizers", None) or harness.make_sgd(model, lr)
+    return Trainer(model=model, train_dataloader=harness.make_dataloader(x, y, batch_size),
+                   optimizers=optimizer, driver=harness.driver_name, device="cpu", **kwargs)
+
+
+def assert_weights_equal(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray]) -> None:
+    for name in expected:
+        np.testing.assert_array_equal(actual[name], expected[name], err_msg=f"weight {name} differs")
+
+
+def assert_weights_close(actual: dict[str, np.ndarray], expected: dict[str, np.ndarray], rtol: float = 1e-5,
+                         atol: float = 1e-6) -> None:
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=f"weight {name} differs")

@@ -1,0 +1,96 @@
+"""Driver conformance: save/load of models and checkpoints round-trips exactly."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tests.conformance.harnesses.base import initial_weights, make_data
+from tests.conformance.helpers import assert_weights_equal, make_trainer
+
+
+@pytest.mark.parametrize("only_state_dict", [True, False])
+def test_save_model_then_load_model_gives_identical_predictions(harness, tmp_path, only_state_dict):
+    x, y = make_data(24)
+    model = harness.make_model(initial_weights())
+    trainer = make_trainer(harness, model, x, y)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_model(tmp_path / "saved", only_state_dict=only_state_dict)
+    expected = harness.predict(model, x)
+
+    other = harness.make_model(initial_weights(seed=7))
+    assert not np.array_equal(harness.predict(other, x), expected)
+    loader = make_trainer(harness, other, x, y)
+    loader.load_model(tmp_path / "saved", only_state_dict=only_state_dict)
+    np.testing.assert_array_equal(harness.predict(other, x), expected)
+
+
+def test_load_model_from_missing_folder_says_what_to_pass(harness, tmp_path):
+    x, y = make_data(8)
+    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y)
+    with pytest.raises(FileNotFoundError, match="folder given to save_model"):
+        trainer.load_model(tmp_path / "nothing-here")
+
+
+def test_checkpoint_at_epoch_end_resumes_like_an_uninterrupted_run(harness, tmp_path):
+    x, y = make_data(32)
+
+    def trainer_for(model, n_epochs):
+        return make_trainer(harness, model, x, y, n_epochs=n_epochs,
+                            optimizers=harness.make_sgd(model, 0.1, momentum=0.9))
+
+    uninterrupted = harness.make_model(initial_weights())
+    trainer_for(uninterrupted, 3).run(num_eval_sanity_batch=0)
+
+    first = harness.make_model(initial_weights())
+    trainer = trainer_for(first, 1)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+
+    resumed = harness.make_model(initial_weights(seed=3))
+    trainer = trainer_for(resumed, 3)
+    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "ckpt")
+    assert trainer.cur_epoch_idx == 3 and trainer.global_forward_batches == 12
+    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(uninterrupted))
+
+
+def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
+    x, y = make_data(16)
+    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
+    suffix = trainer.driver.model_file_suffix
+    assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json"])
+    meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
+    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 1
+    state = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())
+    assert state["state"]["global_forward_batches"] == 2
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"], "no temporary folder may be left behind"
+
+    # Saving again over it replaces it whole.
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_loading_a_damaged_or_foreign_folder_is_a_clear_error(harness, tmp_path):
+    from fastcore_train.checkpoint import CheckpointError
+    x, y = make_data(8)
+    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y)
+    with pytest.raises(FileNotFoundError, match="No checkpoint folder"):
+        trainer.load_checkpoint(tmp_path / "missing")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(CheckpointError, match="not a fastcore_train checkpoint"):
+        trainer.load_checkpoint(tmp_path / "empty")
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
+    meta["backend"] = "someother"
+    (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
+    with pytest.raises(CheckpointError, match="written by the 'someother' backend"):
+        trainer.load_checkpoint(tmp_path / "ckpt")
+    meta["backend"] = harness.driver_name
+    (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
+    (tmp_path / "ckpt" / f"model{trainer.driver.model_file_suffix}").unlink()
+    with pytest.raises(CheckpointError, match="misses its model file"):
+        trainer.load_checkpoint(tmp_path / "ckpt")

@@ -1,0 +1,42 @@
+"""Test-suite options: ``--backend NAME`` selects the framework the conformance suite runs on.
+
+Without ``--backend`` only the framework-free tests run (the ``core`` tox env); with it, the
+conformance suite and ``tests/backends/NAME`` run too, and a missing framework is an error, not a
+skip, so CI cannot silently test nothing.
+"""
+from __future__ import annotations
+
+import importlib
+import os
+
+import pytest
+
+BACKENDS = ("torch", "paddle", "jittor", "oneflow")
+HERE = os.path.dirname(__file__)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption("--backend", choices=BACKENDS, default=None,
+                     help="framework to run the driver conformance suite and backend tests on")
+
+
+def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
+    backend = config.getoption("--backend")
+    relative = os.path.relpath(str(collection_path), HERE).split(os.sep)
+    if relative[0] == "conformance" and backend is None:
+        return True
+    if relative[0] == "backends" and len(relative) > 1 and relative[1] != backend:
+        return True
+    return None
+
+
+@pytest.fixture(scope="session")
+def backend_name(request: pytest.FixtureRequest) -> str:
+    return request.config.getoption("--backend")
+
+
+@pytest.fixture(scope="session")
+def harness(backend_name: str):
+    """The backend's conformance harness (tests/conformance/harnesses/<backend>.py)."""
+    module = importlib.import_module(f"tests.conformance.harnesses.{backend_name}")
+    return module.Harness()
