@@ -3,11 +3,13 @@
 Trains the same MLP (64-256-256-10, SGD, batch 32) on the same pre-generated data, through the
 same kind of torch ``DataLoader``, once with ``Trainer.run`` and once with a plain
 ``forward / cross_entropy / backward / step / zero_grad`` loop, in one process. Rounds are
-interleaved (hand, trainer, trainer+progress, with the order rotating each round) so drift in
+interleaved (hand, hand-again, trainer, trainer+raw, the order rotating each round) so drift in
 machine speed hits every contender alike; each round is one epoch of ``--batches`` batches.
 
 Reported:
 
+* ``hand-again / hand``: a second, independent hand loop (own model, own loader); an A/A
+  control whose spread shows how much of the other ratios is machine noise.
 * ``trainer / hand``: Trainer built with ``progress_bar=None``; the number the target applies to.
 * ``trainer+raw / hand``: Trainer built with ``progress_bar="raw"`` (what the default ``"auto"``
   resolves to when stdout is not a terminal); shows what the progress display costs.
@@ -16,7 +18,7 @@ Reported:
 
 It is a measurement, not a test: it always exits 0 and prints PASS or MISS against the target.
 
-    .venv/bin/python bench/overhead.py [--rounds 15] [--batches 300] [--threads 1] [--profile]
+    .venv/bin/python bench/overhead.py [--rounds 20] [--batches 300] [--threads 1] [--profile]
 """
 from __future__ import annotations
 
@@ -192,13 +194,18 @@ def profile_trainer(epoch: Callable[[], None], batches: int, top: int = 25) -> N
 # ---------------------------------------------------------------------- main
 def main(argv: Any = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--rounds", type=int, default=15, help="interleaved timed rounds (default 15)")
+    parser.add_argument("--rounds", type=int, default=20, help="interleaved timed rounds (default 20)")
     parser.add_argument("--batches", type=int, default=300, help="batches per round = one epoch (default 300)")
     parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up epochs per contender (default 2)")
     parser.add_argument("--import-runs", type=int, default=5, help="fresh interpreters for the import time (default 5)")
     parser.add_argument("--profile", action="store_true", help="also cProfile one Trainer epoch")
     args = parser.parse_args(argv)
+    for name in ("rounds", "batches", "threads", "import_runs"):
+        if getattr(args, name) < 1:
+            parser.error(f"--{name.replace('_', '-')} must be >= 1")
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
 
     # Import time first, before this process has loaded anything.
     imp = measure_import(args.import_runs)
@@ -208,9 +215,13 @@ def main(argv: Any = None) -> int:
 
     loader, model_and_optimizer = build_task(args.batches)
     hand_model, hand_opt = model_and_optimizer()
+    control_model, control_opt = model_and_optimizer()
     bare_model, bare_opt = model_and_optimizer()
     raw_model, raw_opt = model_and_optimizer()
-    contenders: dict[str, Callable[[], None]] = {"hand": make_hand_epoch(loader(), hand_model, hand_opt)}
+    hand_loader = loader()
+    contenders: dict[str, Callable[[], None]] = {"hand": make_hand_epoch(hand_loader, hand_model, hand_opt)}
+    # A second, independent hand loop: its ratio to "hand" is the noise floor of this machine.
+    contenders["hand-again"] = make_hand_epoch(loader(), control_model, control_opt)
     bare_trainer, contenders["trainer"] = make_trainer_epoch(loader(), bare_model, bare_opt, None)
     raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(loader(), raw_model, raw_opt, "raw")
     assert bare_trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
@@ -220,7 +231,8 @@ def main(argv: Any = None) -> int:
         for epoch in contenders.values():
             timed(epoch)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
-    fair = same_weights(hand_model, bare_model) and same_weights(hand_model, raw_model)
+    others = (control_model, bare_model, raw_model)
+    fair = all(same_weights(hand_model, model) for model in others)
 
     names = list(contenders)
     times: dict[str, list[float]] = {name: [] for name in names}
@@ -230,16 +242,19 @@ def main(argv: Any = None) -> int:
             order.reverse()
         for name in order:
             times[name].append(timed(contenders[name]))
-    fair = fair and same_weights(hand_model, bare_model) and same_weights(hand_model, raw_model)
+    fair = fair and all(same_weights(hand_model, model) for model in others)
 
     ratio = [t / h for t, h in zip(times["trainer"], times["hand"])]
+    control_ratio = [t / h for t, h in zip(times["hand-again"], times["hand"])]
     raw_ratio = [t / h for t, h in zip(times["trainer+raw"], times["hand"])]
     n_batches = args.batches
 
     print(f"fastcore_train overhead: MLP {'-'.join(map(str, SIZES))}, batch {BATCH_SIZE}, SGD, "
           f"{n_batches} batches/round, {args.rounds} rounds, torch {torch.__version__}, "
           f"threads {torch.get_num_threads()}, python {sys.version.split()[0]}")
-    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}")
+    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}; "
+          f"hand loader's batch sampler: {type(getattr(hand_loader, 'batch_sampler', None)).__name__}, "
+          f"Trainer's: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
     print()
     print(f"  {'contender':<12} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8}")
     hand_med = statistics.median(times["hand"])
@@ -250,6 +265,8 @@ def main(argv: Any = None) -> int:
     print()
     extra = 1e6 * (statistics.median(times["trainer"]) - hand_med) / n_batches
     extra_raw = 1e6 * (statistics.median(times["trainer+raw"]) - hand_med) / n_batches
+    print(f"  per-round ratio hand-again/hand:  median {statistics.median(control_ratio):.3f}  "
+          f"min {min(control_ratio):.3f}  max {max(control_ratio):.3f}  (A/A control: the noise floor)")
     print(f"  per-round ratio trainer/hand:     median {statistics.median(ratio):.3f}  "
           f"min {min(ratio):.3f}  max {max(ratio):.3f}  (~{extra:+.1f} us/batch)")
     print(f"  per-round ratio trainer+raw/hand: median {statistics.median(raw_ratio):.3f}  "

@@ -5,7 +5,8 @@ A checkpoint is a folder::
     meta.json            format version, backend, driver, world size, package version
     model<suffix>        the model, written by the driver (or by a user's model_save_fn)
     training_state<suffix>  optimizers and grad scaler, written by the driver
-    trainer_state.json   trainer counters, callback states and event-filter counters
+    trainer_state.json   trainer counters, sampler state, event-filter counters, RNG states
+    callback_states.pkl  what each Callback returned from on_save_checkpoint (pickled)
 
 The folder is written under a temporary name and renamed into place, so a process killed
 mid-write leaves the previous checkpoint complete and loadable.
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -24,6 +26,7 @@ from fastcore_train.version import __version__
 FORMAT_VERSION = 1
 META_FILE = "meta.json"
 TRAINER_STATE_FILE = "trainer_state.json"
+CALLBACK_STATE_FILE = "callback_states.pkl"
 MODEL_STEM = "model"
 TRAINING_STATE_STEM = "training_state"
 
@@ -53,9 +56,14 @@ def write_json(path: Path, data: Any) -> None:
 
 
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
-                     only_state_dict: bool = True,
-                     model_save_fn: Optional[Callable[[Path], None]] = None) -> Path:
-    """Write a complete checkpoint folder atomically (call on the saving rank only)."""
+                     callback_states: dict[str, Any], only_state_dict: bool = True,
+                     model_save_fn: Optional[Callable[[Path], None]] = None,
+                     extra_json: Optional[dict[str, Any]] = None) -> Path:
+    """Write a complete checkpoint folder atomically (call on the saving rank only).
+
+    ``extra_json`` maps file names to data written beside the checkpoint in the same atomic
+    step (e.g. the evaluation results a checkpoint was selected by).
+    """
     folder = Path(folder)
     with atomic_path(folder) as staging:
         staging.mkdir(parents=True)
@@ -71,6 +79,12 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
             driver.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
         driver.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.model_file_suffix}")
         write_json(staging / TRAINER_STATE_FILE, trainer_state)
+        with open(staging / CALLBACK_STATE_FILE, "wb") as handle:
+            pickle.dump(callback_states, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        for name, data in (extra_json or {}).items():
+            write_json(staging / name, data)
     return folder
 
 
@@ -111,6 +125,15 @@ def read_trainer_state(folder: Path) -> dict[str, Any]:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as error:
+        raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
+
+
+def read_callback_states(folder: Path) -> dict[str, Any]:
+    path = require_file(folder / CALLBACK_STATE_FILE, "callback states")
+    try:
+        with open(path, "rb") as handle:
+            return pickle.load(handle)
+    except Exception as error:  # unpickling can fail in many ways; all mean the same to the user
         raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
 
 

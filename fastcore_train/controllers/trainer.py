@@ -7,10 +7,11 @@ a ``None`` and skips the call.
 """
 from __future__ import annotations
 
+import contextlib
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence, Union
 
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
@@ -25,13 +26,15 @@ from fastcore_train.events.callback import Callback
 from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
+from fastcore_train.samplers.adapt import find_reproducible_batch_sampler, make_reproducible_dataloader
+from fastcore_train.utils.rng import get_host_rng_state, set_host_rng_state
 from fastcore_train.utils.param_call import apply_mapping
 
 BatchStepFn = Callable[["Trainer", Any], None]
 
 _TRAINER_OPTIONS = {
     "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
-    "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler",
+    "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
 }
 
 
@@ -96,10 +99,12 @@ class Trainer:
         self.driver.ensure_setup()
         self.driver.check_dataloader(train_dataloader, "train_dataloader")
 
-        self.dataloader = train_dataloader
         if overfit_batches:
             self.dataloader = OverfitDataLoader(train_dataloader, overfit_batches)
             evaluate_dataloaders = self.dataloader if metrics else evaluate_dataloaders
+        else:
+            self.dataloader = make_reproducible_dataloader(self.driver, train_dataloader,
+                                                           seed=options.get("sampler_seed", 0))
 
         fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step")
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
@@ -127,6 +132,14 @@ class Trainer:
         self.last_loss: Any = None
         self.evaluate_results: dict[str, Any] = {}
         self._num_eval_batch_per_dl = -1
+        self._stop_requested = False
+        self._batch_cap: Optional[int] = None  # run(num_train_batch_per_epoch=...)
+        # Batches of the current epoch done before the dataloader's current iteration began
+        # (non-zero after a mid-epoch resume); the sampler state counts from there.
+        self._batches_before_iter = 0
+        # RNG states loaded from a checkpoint, applied once the resumed epoch's iterator exists
+        # (creating a dataloader iterator may itself draw from the framework's generator).
+        self._pending_rng_state: Optional[dict[str, Any]] = None
 
         all_callbacks = list(callbacks or ())
         from fastcore_train.callbacks.progress import choose_progress_callback
@@ -219,26 +232,26 @@ class Trainer:
         if catch_KeyboardInterrupt is None:
             catch_KeyboardInterrupt = not self.driver.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
-        if num_train_batch_per_epoch > 0:
-            known = self.state.num_batches_per_epoch
-            self.state.num_batches_per_epoch = min(known, num_train_batch_per_epoch) if known else num_train_batch_per_epoch
+        self._batch_cap = num_train_batch_per_epoch if num_train_batch_per_epoch > 0 else None
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
             if self.evaluator is not None and num_eval_sanity_batch > 0:
                 self._fire("on_sanity_check_begin")
-                sanity_results = self.evaluator.run(num_eval_batch_per_dl=num_eval_sanity_batch)
+                with self._rng_preserved():
+                    sanity_results = self.evaluator.run(num_eval_batch_per_dl=num_eval_sanity_batch)
                 self._fire("on_sanity_check_end", sanity_results)
             self._fire("on_train_begin")
             self.driver.barrier()
             state = self.state
-            while state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches():
+            self._stop_requested = False
+            while state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches() and not self._stop_requested:
                 self.driver.set_model_mode("train")
                 self._fire("on_train_epoch_begin")
                 self.driver.set_sampler_epoch(self.dataloader, state.cur_epoch_idx)
                 self._train_epoch()
                 state.cur_epoch_idx += 1
-                state.batch_idx_in_epoch = 0
+                state.batch_idx_in_epoch = self._batches_before_iter = 0
                 self._fire("on_train_epoch_end")
                 self.driver.barrier()
                 if self.evaluator is not None and not callable(self.evaluate_every) and self.evaluate_every < 0 \
@@ -258,6 +271,10 @@ class Trainer:
             self.driver.on_exception(error)
             raise
 
+    def stop_training(self) -> None:
+        """Ask the loop to stop after the current batch (e.g. early stopping); every rank must ask."""
+        self._stop_requested = True
+
     def _reached_n_batches(self) -> bool:
         return 0 < self.state.n_batches <= self.state.global_forward_batches
 
@@ -273,15 +290,12 @@ class Trainer:
         batch_step_fn = self.batch_step_fn
         accumulation = self.accumulation_steps
         no_sync = accumulation > 1 and driver.is_distributed()
-        per_epoch = state.num_batches_per_epoch or -1
         n_batches = state.n_batches
         evaluate_every = self.evaluate_every if self.evaluator is not None else None
         every_batches = evaluate_every if isinstance(evaluate_every, int) and evaluate_every > 0 else 0
         evaluate_when = evaluate_every if callable(evaluate_every) else None
 
-        iterator = iter(self.dataloader)
-        for _ in range(state.batch_idx_in_epoch):  # resuming mid-epoch: skip what was trained
-            next(iterator)
+        iterator, per_epoch = self._start_epoch_iterator()
         while True:
             if fetch_begin is not None:
                 fetch_begin(self)
@@ -315,8 +329,37 @@ class Trainer:
                 self.run_evaluate()
             elif evaluate_when is not None and evaluate_when(self):
                 self.run_evaluate()
-            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches:
+            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches \
+                    or self._stop_requested:
                 break
+
+    def _start_epoch_iterator(self) -> tuple[Any, int]:
+        """The epoch's batch iterator (resuming where a checkpoint stopped) and its batch count.
+
+        A reproducible sampler resumes by itself; for any other dataloader the batches already
+        trained are fetched and dropped, which is exact only if its order is deterministic.
+        """
+        state = self.state
+        self._batches_before_iter = done = state.batch_idx_in_epoch
+        iterator = iter(self.dataloader)
+        if done and find_reproducible_batch_sampler(self.driver, self.dataloader) is None:
+            logger.warning("Resuming mid-epoch without a reproducible sampler: skipping %d batches; the "
+                           "data order matches the interrupted run only if the dataloader is deterministic.", done)
+            for _ in range(done):
+                next(iterator)
+            self._batches_before_iter = 0
+        if self._pending_rng_state is not None:
+            self._set_rng_state(self._pending_rng_state)
+            self._pending_rng_state = None
+        remaining = self.driver.dataloader_length(self.dataloader)
+        cap = self._batch_cap
+        if remaining is None:
+            per_epoch = -1 if cap is None else cap
+        else:
+            per_epoch = remaining + self._batches_before_iter
+            per_epoch = per_epoch if cap is None else min(per_epoch, cap)
+        state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
+        return iterator, per_epoch
 
     # ------------------------------------------------------------------ step primitives
     def train_step(self, batch: Any) -> Any:
@@ -371,11 +414,29 @@ class Trainer:
         if self.evaluator is None:
             raise RuntimeError("This trainer has no evaluator: pass evaluate_dataloaders and metrics.")
         self._fire("on_evaluate_begin")
-        results = self.evaluator.run(num_eval_batch_per_dl=self._num_eval_batch_per_dl)
+        with self._rng_preserved():
+            results = self.evaluator.run(num_eval_batch_per_dl=self._num_eval_batch_per_dl)
         self.driver.set_model_mode("train")
         self.evaluate_results = results
         self._fire("on_evaluate_end", results)
         return results
+
+    # ------------------------------------------------------------------ random state
+    def _get_rng_state(self) -> dict[str, Any]:
+        return {**get_host_rng_state(), "framework": self.driver.get_rng_state()}
+
+    def _set_rng_state(self, state: dict[str, Any]) -> None:
+        set_host_rng_state(state)
+        self.driver.set_rng_state(state["framework"])
+
+    @contextlib.contextmanager
+    def _rng_preserved(self) -> Iterator[None]:
+        """Evaluation must not shift training's random streams (else resumes would diverge)."""
+        saved = self._get_rng_state()
+        try:
+            yield
+        finally:
+            self._set_rng_state(saved)
 
     # ------------------------------------------------------------------ save / load
     def save_model(self, folder: Union[str, Path], only_state_dict: bool = True,
@@ -411,17 +472,35 @@ class Trainer:
         self.driver.barrier()
 
     def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
-                        model_save_fn: Optional[Callable[[Path], None]] = None) -> None:
-        """Write everything needed to resume into ``folder``, atomically."""
-        trainer_state = {"state": self.state.state_dict(), "events": self.callback_manager.state_dict(self)}
+                        model_save_fn: Optional[Callable[[Path], None]] = None,
+                        extra_json: Optional[dict[str, Any]] = None) -> None:
+        """Write everything needed to resume exactly into ``folder``, atomically.
+
+        Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
+        states, event-filter counters and every rank's RNG states (python, numpy, framework).
+        """
+        callback_states = self.callback_manager.callback_states(self)
+        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
+        consumed = self.state.batch_idx_in_epoch - self._batches_before_iter
+        trainer_state = {
+            "state": self.state.state_dict(),
+            "sampler": None if sampler is None else sampler.state_dict(num_consumed_batches=consumed),
+            "event_filters": self.callback_manager.filter_states(),
+            "rng": self.driver.all_gather_object(self._get_rng_state()),
+        }
         if self.driver.is_global_zero():
-            ckpt.write_checkpoint(folder, self.driver, trainer_state, only_state_dict, model_save_fn)
+            ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
+                                  model_save_fn, extra_json)
         self.driver.barrier()
 
     def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
                         only_state_dict: bool = True,
                         model_load_fn: Optional[Callable[[Path], None]] = None) -> None:
-        """Restore a checkpoint; with ``resume_training=False`` only model and optimizers."""
+        """Restore a checkpoint; with ``resume_training=False`` only model and optimizers.
+
+        Training then continues from the batch after the one the checkpoint was taken at, with
+        the same data order and random streams as an uninterrupted run.
+        """
         meta = ckpt.read_meta(folder, self.driver)
         folder = Path(meta["folder"])
         if model_load_fn is not None:
@@ -434,8 +513,25 @@ class Trainer:
         if resume_training:
             saved = ckpt.read_trainer_state(folder)
             self.state.load_state_dict(saved["state"])
-            self.callback_manager.load_state_dict(self, saved["events"])
+            self.callback_manager.load_filter_states(saved["event_filters"])
+            self._load_sampler_state(saved.get("sampler"))
+            rng_states = saved["rng"]
+            same_world = len(rng_states) == self.driver.world_size
+            self._pending_rng_state = rng_states[self.driver.rank if same_world else 0]
+            if not same_world:
+                logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
+                               "streams restart from rank 0's state.", len(rng_states), self.driver.world_size)
+            self.callback_manager.load_callback_states(self, ckpt.read_callback_states(folder))
         self.driver.barrier()
+
+    def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:
+        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
+        if sampler_state is not None and sampler is not None:
+            sampler.load_state_dict(sampler_state)
+        elif sampler_state is not None or self.state.batch_idx_in_epoch:
+            logger.warning("The checkpoint's data position cannot be restored exactly: %s.",
+                           "this trainer's dataloader has no reproducible sampler" if sampler is None else
+                           "it was written without a reproducible sampler")
 
     # ------------------------------------------------------------------ state properties
     @property

@@ -9,7 +9,10 @@ from __future__ import annotations
 import contextlib
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
+
+if TYPE_CHECKING:
+    from fastcore_train.samplers.adapt import DataLoaderArgs
 
 
 class Driver(ABC):
@@ -139,10 +142,11 @@ class Driver(ABC):
 
     # ------------------------------------------------------------------ data
     def set_sampler_epoch(self, dataloader: Any, epoch: int) -> None:
-        """Tell the dataloader's sampler which epoch starts (reshuffles seeded samplers)."""
-        sampler = getattr(dataloader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
+        """Tell the dataloader's (batch) sampler which epoch starts (reshuffles seeded samplers)."""
+        for sampler in (self.get_batch_sampler(dataloader), getattr(dataloader, "sampler", None)):
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+                return
 
     def dataloader_length(self, dataloader: Any) -> Optional[int]:
         """Batches per epoch, or None for an unsized iterable."""
@@ -150,6 +154,24 @@ class Driver(ABC):
             return len(dataloader)
         except TypeError:
             return None
+
+    def get_dataloader_args(self, dataloader: Any) -> Optional["DataLoaderArgs"]:
+        """What the dataloader samples and how (for swapping in a reproducible sampler).
+
+        None when this kind of dataloader cannot take another batch sampler.
+        """
+        return None
+
+    def replace_batch_sampler(self, dataloader: Any, batch_sampler: Any) -> Any:
+        """A new dataloader like ``dataloader`` but drawing batches from ``batch_sampler``.
+
+        The user's dataloader is left untouched and usable.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot replace a dataloader's batch sampler.")
+
+    def get_batch_sampler(self, dataloader: Any) -> Any:
+        """The batch sampler a dataloader draws from, or None."""
+        return getattr(dataloader, "batch_sampler", None)
 
     # ------------------------------------------------------------------ persistence
     @abstractmethod
@@ -167,6 +189,14 @@ class Driver(ABC):
     @abstractmethod
     def load_training_state(self, path: Path) -> None:
         """Restore what :meth:`save_training_state` wrote."""
+
+    @abstractmethod
+    def get_rng_state(self) -> Any:
+        """The framework's random state (CPU and device generators) as JSON-able data."""
+
+    @abstractmethod
+    def set_rng_state(self, state: Any) -> None:
+        """Restore what :meth:`get_rng_state` returned."""
 
     # ------------------------------------------------------------------ collectives
     def barrier(self) -> None:

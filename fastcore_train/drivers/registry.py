@@ -17,7 +17,8 @@ class BackendEntry:
     """A backend: its name, the framework's top-level module, our subpackage, its driver names.
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
-    ``is_model(model) -> bool`` and ``build_demo(data, hidden, lr, batch_size, seed)``.
+    ``is_model(model) -> bool``, ``seed_framework(seed)`` and
+    ``build_demo(data, hidden, lr, batch_size, seed)``.
     """
 
     name: str
@@ -37,6 +38,10 @@ def register_backend(entry: BackendEntry) -> None:
         if owner is not None and owner.name != entry.name:
             raise ValueError(f"Driver name {name!r} already belongs to backend {owner.name!r}.")
     _BACKENDS[entry.name] = entry
+
+
+def all_backends() -> list[BackendEntry]:
+    return list(_BACKENDS.values())
 
 
 def available_driver_names() -> list[str]:

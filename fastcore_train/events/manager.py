@@ -102,27 +102,31 @@ class CallbackManager:
             setattr(self, name, None if not fns else fns[0] if len(fns) == 1 else _chain(fns))
 
     # ------------------------------------------------------------------ checkpoint state
-    def state_dict(self, trainer: Any) -> dict[str, Any]:
-        """Callback states (from ``on_save_checkpoint``) and every gate's counters."""
-        callback_states = {}
+    def callback_states(self, trainer: Any) -> dict[str, Any]:
+        """Fire ``on_save_checkpoint``: each Callback's returned state, keyed by its name."""
+        states = {}
         for cb in self.callbacks:
             state = cb.on_save_checkpoint(trainer)
             if state is not None:
-                callback_states[cb.callback_name] = state
+                states[cb.callback_name] = state
         for event, fn, gate in self._listeners:
             if event.name == "on_save_checkpoint" and (gate is None or gate.should_run(trainer)):
                 fn(trainer)
-        filters = [gate.state_dict() if gate is not None else None for _, _, gate in self._listeners]
-        return {"callbacks": callback_states, "event_filters": filters}
+        return states
 
-    def load_state_dict(self, trainer: Any, state: dict[str, Any]) -> None:
-        callback_states = state.get("callbacks", {})
+    def load_callback_states(self, trainer: Any, states: dict[str, Any]) -> None:
+        """Fire ``on_load_checkpoint``, handing each Callback the state it saved."""
         for cb in self.callbacks:
-            cb.on_load_checkpoint(trainer, callback_states.get(cb.callback_name))
+            cb.on_load_checkpoint(trainer, states.get(cb.callback_name))
         for event, fn, gate in self._listeners:
             if event.name == "on_load_checkpoint" and (gate is None or gate.should_run(trainer)):
-                fn(trainer, callback_states)
-        saved = state.get("event_filters", [])
+                fn(trainer, states)
+
+    def filter_states(self) -> list[Optional[dict[str, int]]]:
+        """Every listener's every/once/filter_fn counters, in registration order."""
+        return [gate.state_dict() if gate is not None else None for _, _, gate in self._listeners]
+
+    def load_filter_states(self, saved: list[Optional[dict[str, int]]]) -> None:
         if len(saved) != len(self._listeners):
             raise ValueError(
                 f"The checkpoint holds counters for {len(saved)} listener functions but this trainer "

@@ -62,7 +62,8 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     trainer.save_checkpoint(tmp_path / "ckpt")
     names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     suffix = trainer.driver.model_file_suffix
-    assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json"])
+    assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json",
+                            "callback_states.pkl"])
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
     assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 1
     state = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())

@@ -105,16 +105,17 @@ def test_state_round_trip_of_callbacks_and_filters():
     manager = CallbackManager([source])
     manager.add_fn(Event.on_train_batch_end(every=5), lambda t: None)
     manager.on_train_batch_end(None)
-    state = manager.state_dict(trainer=None)
-    assert state == {"callbacks": {"Stateful": {"value": 42}}, "event_filters": [{"num_called": 1, "num_executed": 0}]}
+    assert manager.callback_states(trainer=None) == {"Stateful": {"value": 42}}
+    assert manager.filter_states() == [{"num_called": 1, "num_executed": 0}]
 
     target = Stateful()
     restored = CallbackManager([target])
     restored.add_fn(Event.on_train_batch_end(every=5), lambda t: None)
-    restored.load_state_dict(None, state)
+    restored.load_callback_states(None, manager.callback_states(None))
+    restored.load_filter_states(manager.filter_states())
     assert target.value == 42
-    assert restored.state_dict(None)["event_filters"] == state["event_filters"]
+    assert restored.filter_states() == manager.filter_states()
 
     mismatched = CallbackManager([Stateful()])
     with pytest.raises(ValueError, match="counters for 1 listener functions but this trainer has 0"):
-        mismatched.load_state_dict(None, state)
+        mismatched.load_filter_states(manager.filter_states())

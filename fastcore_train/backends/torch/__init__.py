@@ -8,11 +8,15 @@ import torch
 from fastcore_train.backends.torch.demo import build_demo
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 
-__all__ = ["TorchSingleDriver", "create_driver", "is_model", "build_demo"]
+__all__ = ["TorchSingleDriver", "create_driver", "is_model", "seed_framework", "build_demo"]
 
 
 def is_model(model: Any) -> bool:
     return isinstance(model, torch.nn.Module)
+
+
+def seed_framework(seed: int) -> None:
+    torch.manual_seed(seed)  # seeds the CPU generator and every CUDA device's
 
 
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,

@@ -7,6 +7,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
+from fastcore_train.backends.torch import dataloader as torch_dataloader
 from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
 
@@ -139,6 +140,13 @@ class TorchSingleDriver(Driver):
     def tensor_to_numeric(self, value: Any) -> Any:
         return to_numeric(value)
 
+    # ------------------------------------------------------------------ data
+    def get_dataloader_args(self, dataloader: Any) -> Any:
+        return torch_dataloader.get_dataloader_args(dataloader)
+
+    def replace_batch_sampler(self, dataloader: Any, batch_sampler: Any) -> Any:
+        return torch_dataloader.replace_batch_sampler(dataloader, batch_sampler)
+
     # ------------------------------------------------------------------ persistence
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         model = self.unwrap_model()
@@ -170,3 +178,14 @@ class TorchSingleDriver(Driver):
             optimizer.load_state_dict(optimizer_state)
         if self.grad_scaler is not None and state.get("grad_scaler") is not None:
             self.grad_scaler.load_state_dict(state["grad_scaler"])
+
+    def get_rng_state(self) -> dict[str, Any]:
+        state: dict[str, Any] = {"cpu": torch.get_rng_state().tolist()}
+        if torch.cuda.is_available() and torch.cuda.is_initialized():
+            state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
+        return state
+
+    def set_rng_state(self, state: dict[str, Any]) -> None:
+        torch.set_rng_state(torch.tensor(state["cpu"], dtype=torch.uint8))
+        if "cuda" in state and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])

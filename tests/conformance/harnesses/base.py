@@ -51,8 +51,18 @@ class BackendHarness(ABC):
     def make_sgd(self, model: Any, lr: float, momentum: float = 0.0) -> Any: ...
 
     @abstractmethod
-    def make_dataloader(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False) -> Any:
-        """A framework dataloader yielding ``{"x": ..., "y": ...}`` batches."""
+    def make_dataloader(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False,
+                        with_index: bool = False) -> Any:
+        """A framework dataloader yielding ``{"x": ..., "y": ...}`` batches (plus ``"idx"``, the
+        samples' dataset indices, when ``with_index``)."""
+
+    @abstractmethod
+    def make_lr_scheduler(self, optimizer: Any) -> Any:
+        """A step-decay LR scheduler (halve the LR every 2 steps) of the framework."""
+
+    @abstractmethod
+    def indices_of(self, batch: Any) -> list[int]:
+        """The ``idx`` entry of a batch as python ints."""
 
     @abstractmethod
     def hand_train(self, model: Any, optimizer: Any, batches: list[tuple[np.ndarray, np.ndarray]],

@@ -31,14 +31,18 @@ class MLP(torch.nn.Module):
 
 
 class ArrayDataset(Dataset):
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
+    def __init__(self, x: np.ndarray, y: np.ndarray, with_index: bool = False) -> None:
         self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+        self.with_index = with_index
 
     def __len__(self) -> int:
         return len(self.x)
 
     def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[index], "y": self.y[index]}
+        sample = {"x": self.x[index], "y": self.y[index]}
+        if self.with_index:
+            sample["idx"] = index
+        return sample
 
 
 class Harness(BackendHarness):
@@ -54,8 +58,14 @@ class Harness(BackendHarness):
     def make_sgd(self, model, lr, momentum=0.0):
         return torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
 
-    def make_dataloader(self, x, y, batch_size, shuffle=False):
-        return DataLoader(ArrayDataset(x, y), batch_size=batch_size, shuffle=shuffle)
+    def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
+        return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
+
+    def make_lr_scheduler(self, optimizer):
+        return torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+
+    def indices_of(self, batch):
+        return [int(i) for i in batch["idx"]]
 
     def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
         model.train()

@@ -1,0 +1,131 @@
+"""``CheckpointCallback``: save checkpoints (or models) on a schedule, the last one, and the top k."""
+from __future__ import annotations
+
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional, Sequence, Union
+
+from fastcore_train.callbacks.monitor_mixin import MonitorTracker
+from fastcore_train.controllers.monitor import Monitor
+from fastcore_train.events.callback import Callback
+
+EVALUATE_RESULTS_FILE = "evaluate_results.json"
+
+
+class CheckpointCallback(Callback):
+    """Save to ``folder/<run timestamp>/<name>`` where name is
+
+    - ``epoch_{e}-batch_{b}`` every ``every_n_epochs`` epochs / ``every_n_batches`` batches,
+    - ``last`` at the end of every epoch when ``last=True`` (replaced each time),
+    - ``epoch_{e}-batch_{b}-{monitor}_{value}`` for the ``topk`` best evaluations (others deleted),
+      with the evaluation results beside it in ``evaluate_results.json``,
+    - ``exception_{Name}`` when training raises one of ``on_exceptions``.
+
+    ``save_object="checkpoint"`` writes resumable checkpoints (``Trainer.save_checkpoint``);
+    ``"model"`` (fastNLP 1.0's default) writes the model only (``Trainer.save_model``).
+    """
+
+    def __init__(self, folder: Union[str, Path, None] = None, every_n_epochs: Optional[int] = None,
+                 every_n_batches: Optional[int] = None, last: bool = False, topk: int = 0,
+                 on_exceptions: Union[type, Sequence[type], None] = None, monitor: Monitor = None,
+                 larger_better: Optional[bool] = None, only_state_dict: bool = True,
+                 model_save_fn: Optional[Callable[[Path], None]] = None, save_object: str = "model",
+                 save_evaluate_results: bool = True) -> None:
+        for name, value in (("every_n_epochs", every_n_epochs), ("every_n_batches", every_n_batches)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+                raise ValueError(f"{name} must be a positive int or None, got {value!r}.")
+        if not isinstance(topk, int) or topk < 0:
+            raise ValueError(f"topk must be an int >= 0, got {topk!r}.")
+        if save_object not in ("model", "checkpoint"):
+            raise ValueError(f"save_object must be 'model' or 'checkpoint', got {save_object!r}.")
+        self.folder = Path(folder if folder is not None else "checkpoints")
+        self.every_n_epochs = every_n_epochs
+        self.every_n_batches = every_n_batches
+        self.last = last
+        self.topk = topk
+        self.on_exceptions = tuple(on_exceptions) if isinstance(on_exceptions, (list, tuple)) else \
+            ((on_exceptions,) if on_exceptions is not None else ())
+        self.tracker = MonitorTracker(monitor, larger_better) if topk else None
+        self.only_state_dict = only_state_dict
+        self.model_save_fn = model_save_fn
+        self.save_object = save_object
+        self.save_evaluate_results = save_evaluate_results
+        self.run_folder: Optional[Path] = None
+        self.topk_saved: list[tuple[float, str]] = []  # (value, folder name), best first
+
+    @property
+    def callback_name(self) -> str:
+        return f"CheckpointCallback#{self.folder}#{self.save_object}#{self.topk}"
+
+    # ------------------------------------------------------------------ events
+    def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
+        if self.tracker is not None:
+            self.tracker.bind(trainer, "CheckpointCallback(topk=...)")
+        stamp = time.strftime("%Y-%m-%d-%H_%M_%S") + f"_{int(time.time() * 1e6) % 1_000_000:06d}"
+        self.run_folder = self.folder / driver.broadcast_object(stamp)
+
+    def on_train_batch_end(self, trainer: Any) -> None:
+        if self.every_n_batches and trainer.global_forward_batches % self.every_n_batches == 0:
+            self._save(trainer, self._position(trainer))
+
+    def on_train_epoch_end(self, trainer: Any) -> None:
+        if self.every_n_epochs and trainer.cur_epoch_idx % self.every_n_epochs == 0:
+            self._save(trainer, self._position(trainer))
+        if self.last:
+            self._save(trainer, "last")
+
+    def on_evaluate_end(self, trainer: Any, results: dict) -> None:
+        if self.tracker is None:
+            return
+        value = self.tracker.value(results)
+        if value is None:
+            return
+        worst_kept = self.topk_saved[-1][0] if len(self.topk_saved) >= self.topk else None
+        if worst_kept is not None and not self._better(value, worst_kept):
+            return
+        name = f"{self._position(trainer)}-{self.tracker.key(results)}_{value:.6g}".replace("#", "-")
+        self._save(trainer, name, results)
+        self.topk_saved.append((value, name))
+        self.topk_saved.sort(key=lambda item: item[0], reverse=self.tracker.larger_better)
+        for _, dropped in self.topk_saved[self.topk:]:
+            if trainer.driver.is_global_zero():
+                shutil.rmtree(self.run_folder / dropped, ignore_errors=True)
+        del self.topk_saved[self.topk:]
+
+    def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        if self.on_exceptions and isinstance(exception, self.on_exceptions):
+            self._save(trainer, f"exception_{type(exception).__name__}")
+
+    def on_save_checkpoint(self, trainer: Any) -> dict:
+        return {"topk_saved": list(self.topk_saved), "run_folder": str(self.run_folder),
+                "best": self.tracker.best if self.tracker else None}
+
+    def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
+        if not states:
+            return
+        # Keep writing where the interrupted run wrote, so top-k stays one coherent set.
+        self.run_folder = Path(states["run_folder"])
+        self.topk_saved = [tuple(item) for item in states["topk_saved"]]
+        if self.tracker is not None:
+            self.tracker.best = states["best"]
+
+    # ------------------------------------------------------------------ helpers
+    def _better(self, value: float, other: float) -> bool:
+        return value > other if self.tracker.larger_better else value < other
+
+    @staticmethod
+    def _position(trainer: Any) -> str:
+        return f"epoch_{trainer.cur_epoch_idx}-batch_{trainer.global_forward_batches}"
+
+    def _save(self, trainer: Any, name: str, results: Optional[dict] = None) -> None:
+        target = self.run_folder / name
+        extra = {EVALUATE_RESULTS_FILE: results} if results is not None and self.save_evaluate_results else None
+        if self.save_object == "checkpoint":
+            trainer.save_checkpoint(target, only_state_dict=self.only_state_dict,
+                                    model_save_fn=self.model_save_fn, extra_json=extra)
+        else:
+            trainer.save_model(target, only_state_dict=self.only_state_dict, model_save_fn=self.model_save_fn)
+            if extra and trainer.driver.is_global_zero():
+                from fastcore_train.checkpoint import write_json
+                write_json(target / EVALUATE_RESULTS_FILE, results)

@@ -1,0 +1,69 @@
+"""Swapping a dataloader's sampling for a reproducible one: the decision, written once.
+
+A backend only reports what its dataloader samples (:class:`DataLoaderArgs`, from
+``driver.get_dataloader_args``) and rebuilds a dataloader around a new batch sampler
+(``driver.replace_batch_sampler``); which reproducible sampler to use is decided here, the same
+way for every framework.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass
+from typing import Any, Optional
+
+from fastcore_train.samplers.base import ReproducibleBatchSampler, ReproducibleSampler
+from fastcore_train.samplers.batch_samplers import ReproduceBatchSampler
+from fastcore_train.samplers.index_samplers import RandomSampler
+
+
+@dataclass
+class DataLoaderArgs:
+    """A backend's description of how a dataloader samples.
+
+    ``sampler_kind``: ``"random"`` (the framework's plain shuffling sampler), ``"sequential"``,
+    or ``"custom"`` (anything else, including our own samplers). ``default_batching``: the batch
+    sampler is the framework's plain "take ``batch_size`` indices from ``sampler``" one.
+    """
+
+    dataset: Any
+    batch_size: Optional[int]
+    drop_last: bool
+    sampler: Any
+    batch_sampler: Any
+    sampler_kind: str
+    default_batching: bool
+
+
+def choose_batch_sampler(args: DataLoaderArgs, seed: int) -> ReproducibleBatchSampler:
+    """The reproducible batch sampler that serves the same data as ``args`` describes."""
+    if isinstance(args.batch_sampler, ReproducibleBatchSampler):
+        return copy.deepcopy(args.batch_sampler)  # the user's dataloader keeps its own
+    if args.default_batching:
+        if isinstance(args.sampler, ReproducibleSampler):
+            return ReproduceBatchSampler(copy.deepcopy(args.sampler), args.batch_size, args.drop_last)
+        if args.sampler_kind in ("random", "sequential"):
+            sampler = RandomSampler(args.dataset, shuffle=args.sampler_kind == "random", seed=seed)
+            return ReproduceBatchSampler(sampler, args.batch_size, args.drop_last)
+    # Any other (batch) sampler: replay its order, recorded epoch by epoch.
+    return ReproduceBatchSampler(args.batch_sampler, args.batch_size, args.drop_last)
+
+
+def make_reproducible_dataloader(driver: Any, dataloader: Any, seed: int = 0, num_replicas: int = 1,
+                                 rank: int = 0, pad: bool = True) -> Any:
+    """A copy of ``dataloader`` whose position can be saved and restored exactly.
+
+    Returns ``dataloader`` itself when its kind cannot take another batch sampler (e.g. an
+    iterable-style dataset); resuming such a loader mid-epoch skips batches instead.
+    """
+    args = driver.get_dataloader_args(dataloader)
+    if args is None:
+        return dataloader
+    batch_sampler = choose_batch_sampler(args, seed)
+    if num_replicas > 1:
+        batch_sampler.set_distributed(num_replicas, rank, pad=pad)
+    return driver.replace_batch_sampler(dataloader, batch_sampler)
+
+
+def find_reproducible_batch_sampler(driver: Any, dataloader: Any) -> Optional[ReproducibleBatchSampler]:
+    batch_sampler = driver.get_batch_sampler(dataloader)
+    return batch_sampler if isinstance(batch_sampler, ReproducibleBatchSampler) else None

@@ -1,0 +1,228 @@
+"""Base classes of the resumable samplers, plus the dataset-length and rank-split helpers.
+
+Every sampler defines a deterministic *global order* of dataset indices per epoch. Its state
+counts how many leading entries of that order are consumed (``num_consumed_samples``); that count
+does not depend on the number of ranks or the batch size, so a run can resume with other values.
+An iteration serves ``order[num_consumed_samples:]`` (the *remainder*), split over the ranks.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Iterator, Sized
+from typing import Any
+
+import numpy as np
+
+from fastcore_train.samplers._progress import _EpochProgress, _Pass, check_distributed, check_epoch
+
+__all__ = ["ReproducibleBatchSampler", "ReproducibleSampler", "check_distributed", "check_epoch",
+           "dataset_length", "rank_share", "share_length"]
+
+
+def dataset_length(dataset: int | Sized) -> int:
+    """Number of samples of ``dataset``: either that number itself or ``len(dataset)``."""
+    if isinstance(dataset, bool):
+        raise TypeError("dataset must be a sized object or a number of samples, got a bool")
+    if isinstance(dataset, (int, np.integer)):
+        length = int(dataset)
+    elif isinstance(dataset, Sized):
+        length = len(dataset)
+    else:
+        raise TypeError(f"dataset must be a sized object or a number of samples, got {type(dataset).__name__}")
+    if length < 0:
+        raise ValueError(f"a dataset cannot have {length} samples")
+    return length
+
+
+def share_length(remaining: int, num_replicas: int, rank: int, pad: bool) -> int:
+    """How many entries :func:`rank_share` gives ``rank`` out of ``remaining`` ones."""
+    if pad:
+        return -(-remaining // num_replicas)
+    return len(range(rank, remaining, num_replicas))
+
+
+def rank_share(remainder: np.ndarray, num_replicas: int, rank: int, pad: bool) -> np.ndarray:
+    """This rank's entries of ``remainder``: ``remainder[rank::num_replicas]``.
+
+    With ``pad`` the remainder is first extended to a multiple of ``num_replicas`` by repeating
+    its leading entries, so every rank gets the same count (data-parallel steps stay in lockstep).
+    """
+    remainder = np.asarray(remainder, dtype=np.int64)
+    missing = -remainder.size % num_replicas
+    if pad and missing and remainder.size:
+        remainder = np.concatenate([remainder, np.resize(remainder, missing)])
+    return remainder[rank::num_replicas]
+
+
+class ReproducibleSampler(_EpochProgress, ABC):
+    """An index sampler whose position can be saved and restored mid-epoch.
+
+    Subclasses define :meth:`epoch_order`; iteration, the rank split and the state live here.
+    :meth:`state_dict` counts every index handed out as consumed; when a loader prefetches, wrap
+    the sampler in a ``ReproduceBatchSampler`` and tell it how many batches were really used.
+    """
+
+    def __init__(self, dataset: int | Sized, seed: int | None = None) -> None:
+        super().__init__()
+        self.num_samples = dataset_length(dataset)
+        self.seed = seed
+
+    @abstractmethod
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The global order of all dataset indices for ``epoch``."""
+
+    def _order_params(self) -> dict[str, Any]:
+        """Parameters besides seed and epoch that rebuild the order (saved in the state)."""
+        return {}
+
+    def _load_order_params(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`_order_params` saved, plus the seed."""
+        self.seed = state.get("seed")
+
+    def __iter__(self) -> Iterator[int]:
+        offset = self._begin_iteration()
+        order = np.asarray(self.epoch_order(self.epoch), dtype=np.int64)
+        share = rank_share(order[offset:], self.num_replicas, self.rank, self.pad)
+        self._pass = _Pass(offset, len(order), self.num_replicas, len(share), 1, len(share))
+        self._done = not len(share)
+        return self._serve(share.tolist())
+
+    def _serve(self, share: list[int]) -> Iterator[int]:
+        for position, index in enumerate(share, start=1):
+            self._yielded = position
+            self._done = position == len(share)
+            yield index
+
+    def __len__(self) -> int:
+        remaining = max(self.num_samples - self._next_offset(), 0)
+        return share_length(remaining, self.num_replicas, self.rank, self.pad)
+
+    def state_dict(self) -> dict[str, Any]:
+        """Plain-data state: every index handed out so far (on every rank) counts as consumed."""
+        return {
+            "type": type(self).__name__,
+            "seed": self.seed,
+            "epoch": self.epoch,
+            "num_consumed_samples": self._consumed(self._yielded),
+            "dataset_length": self.num_samples,
+            "num_replicas": self.num_replicas,
+            **self._order_params(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume: the next iteration of the saved epoch serves only its unconsumed remainder."""
+        self._check_state(state, self.num_samples)
+        self._load_order_params(state)
+        self._restore_progress(state)
+
+
+class ReproducibleBatchSampler(_EpochProgress, ABC):
+    """A batch sampler (a data loader's ``batch_sampler``) whose position can be saved mid-epoch.
+
+    It yields this rank's share of the epoch's remainder in lists of ``batch_size`` python ints.
+    Subclasses define :meth:`_build_order`; the state records the ``batch_size`` and
+    ``num_replicas`` the epoch's order was built with, so a resume with other values can rebuild it.
+    """
+
+    def __init__(self, num_samples: int | None, batch_size: int, drop_last: bool = False) -> None:
+        super().__init__()
+        self.num_samples = num_samples  # dataset length (None when unknown), checked on load
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"batch_size must be a positive integer, got {batch_size!r}")
+        self.batch_size = int(batch_size)
+        self.drop_last = bool(drop_last)
+        self._order_shape: tuple[int, int] | None = None  # (batch_size, num_replicas) of this epoch's order
+
+    @abstractmethod
+    def _build_order(self, epoch: int, batch_size: int, num_replicas: int) -> np.ndarray:
+        """The global order for ``epoch`` when batches of ``batch_size`` go to ``num_replicas`` ranks."""
+
+    def _order_params(self) -> dict[str, Any]:
+        """Everything besides epoch, batch size and world size that rebuilds the order (seed, ...)."""
+        return {}
+
+    def _load_order_params(self, state: dict[str, Any]) -> None:
+        """Restore what :meth:`_order_params` saved."""
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        """The global order for ``epoch`` with the current batch size and world size."""
+        return np.asarray(self._build_order(check_epoch(epoch), self.batch_size, self.num_replicas), dtype=np.int64)
+
+    def _new_pass(self) -> None:
+        super()._new_pass()
+        self._order_shape = None
+
+    def _order_view(self) -> tuple[int, np.ndarray]:
+        """``(start, order[start:])`` of the current epoch; ``start`` <= any resume offset."""
+        batch_size, num_replicas = self._order_shape or (self.batch_size, self.num_replicas)
+        return 0, np.asarray(self._build_order(self.epoch, batch_size, num_replicas), dtype=np.int64)
+
+    def _order_length(self) -> int:
+        """Length of the current epoch's order."""
+        return self.num_samples or 0
+
+    def __iter__(self) -> Iterator[list[int]]:
+        offset = self._begin_iteration()
+        if self._order_shape is None:
+            self._order_shape = (self.batch_size, self.num_replicas)
+        start, order = self._order_view()
+        share = rank_share(order[offset - start:], self.num_replicas, self.rank, self.pad)
+        num_batches = self._count_batches(len(share))
+        self._pass = _Pass(offset, start + len(order), self.num_replicas, len(share), self.batch_size, num_batches)
+        self._done = not num_batches
+        return self._serve(share, num_batches)
+
+    def _serve(self, share: np.ndarray, num_batches: int) -> Iterator[list[int]]:
+        size = self.batch_size
+        for number in range(1, num_batches + 1):
+            self._yielded = number
+            self._done = number == num_batches
+            yield share[(number - 1) * size:number * size].tolist()
+
+    def _count_batches(self, share: int) -> int:
+        return share // self.batch_size if self.drop_last else -(-share // self.batch_size)
+
+    def __len__(self) -> int:
+        """Batches this rank yields in the running iteration, or in the next one when none runs."""
+        remaining = max(self._order_length() - self._next_offset(), 0)
+        return self._count_batches(share_length(remaining, self.num_replicas, self.rank, self.pad))
+
+    def state_dict(self, num_consumed_batches: int | None = None) -> dict[str, Any]:
+        """Plain-data state after the training loop used ``num_consumed_batches`` batches.
+
+        Count only batches of the current iteration (since the last ``iter()``), not of the whole
+        epoch; None means every batch handed out so far, which over-counts when a loader prefetches.
+        """
+        used = self._yielded if num_consumed_batches is None else num_consumed_batches
+        if isinstance(used, bool) or not isinstance(used, (int, np.integer)):
+            raise ValueError(f"num_consumed_batches must be an integer, got {used!r}")
+        batch_size, num_replicas = self._order_shape or (self.batch_size, self.num_replicas)
+        return {
+            "type": type(self).__name__,
+            "epoch": self.epoch,
+            "num_consumed_samples": self._consumed(int(used)),
+            "dataset_length": self.num_samples,
+            "batch_size": batch_size,
+            "num_replicas": num_replicas,
+            **self._order_params(),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume: the saved epoch's next iteration serves only its unconsumed remainder.
+
+        That epoch's order is rebuilt with the saved batch size and world size; the remainder is
+        then split and batched with this sampler's current values.
+        """
+        self._check_state(state, self.num_samples)
+        self._load_order_params(state)
+        self._restore_progress(state)
+        self._order_shape = check_order_shape(state)
+
+
+def check_order_shape(state: dict[str, Any]) -> tuple[int, int]:
+    """The saved ``(batch_size, num_replicas)``, validated."""
+    batch_size, num_replicas = state.get("batch_size"), state.get("num_replicas")
+    for name, value in (("batch_size", batch_size), ("num_replicas", num_replicas)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"the state's {name} must be a positive integer, got {value!r}")
+    return batch_size, num_replicas

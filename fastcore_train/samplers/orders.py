@@ -1,0 +1,80 @@
+"""Deterministic per-epoch orders of dataset indices, built from (seed, epoch, parameters) only.
+
+Every sampler builds its global order with these functions. They never touch a global random
+state: each call draws from ``np.random.default_rng([seed, epoch])``, so the same arguments give
+the same order in any process, before or after a resume.
+"""
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Union
+
+import numpy as np
+
+#: Per-sample lengths: a sequence/array with one number per sample, or ``callable(index) -> int``.
+Lengths = Union[Sequence[float], np.ndarray, Callable[[int], float]]
+
+
+def check_seed(seed: int) -> int:
+    """Return ``seed`` as a python int; it must be a non-negative integer (numpy seeding rule)."""
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise ValueError(f"seed must be a non-negative integer, got {seed!r}")
+    return int(seed)
+
+
+def epoch_rng(seed: int, epoch: int) -> np.random.Generator:
+    """A generator that depends on (seed, epoch) only."""
+    return np.random.default_rng([seed, epoch])
+
+
+def random_order(num_samples: int, seed: int, epoch: int, shuffle: bool = True) -> np.ndarray:
+    """A permutation of ``range(num_samples)`` for this epoch, or the identity when not shuffling."""
+    if not shuffle:
+        return np.arange(num_samples, dtype=np.int64)
+    return epoch_rng(seed, epoch).permutation(num_samples).astype(np.int64)
+
+
+def read_lengths(length: Lengths, num_samples: int) -> np.ndarray:
+    """Per-sample lengths as a 1-D numeric array of ``num_samples`` entries (evaluated once)."""
+    if callable(length):
+        values = np.asarray([length(i) for i in range(num_samples)])
+    else:
+        values = np.asarray(length)
+    if values.ndim != 1 or values.shape[0] != num_samples:
+        raise ValueError(f"length must give one value per sample ({num_samples}), got shape {values.shape}")
+    if num_samples and not np.issubdtype(values.dtype, np.number):
+        raise TypeError(f"lengths must be numbers, got dtype {values.dtype}")
+    return values.astype(np.int64) if np.issubdtype(values.dtype, np.integer) else values.astype(np.float64)
+
+
+def sorted_order(lengths: np.ndarray) -> np.ndarray:
+    """Indices sorted by length, longest first; equal lengths keep index order (stable)."""
+    return np.argsort(-lengths, kind="stable").astype(np.int64)
+
+
+def bucketed_order(lengths: np.ndarray, seed: int, epoch: int, shuffle: bool,
+                   global_batch: int, num_batch_per_bucket: int) -> np.ndarray:
+    """An order whose consecutive runs of ``global_batch`` entries hold samples of similar length.
+
+    Permute (when shuffling), cut into buckets of ``global_batch * num_batch_per_bucket``, sort each
+    bucket longest first, cut it into global batches and shuffle the global batches. A short
+    global batch (only the very last one can be) stays last, so every other global batch starts at
+    a multiple of ``global_batch`` and the rank split keeps lining up with them.
+    """
+    rng = epoch_rng(seed, epoch)
+    num_samples = len(lengths)
+    order = rng.permutation(num_samples) if shuffle else np.arange(num_samples)
+    order = order.astype(np.int64)
+    bucket = global_batch * num_batch_per_bucket
+    chunks: list[np.ndarray] = []
+    for start in range(0, len(order), bucket):
+        part = order[start:start + bucket]
+        part = part[np.argsort(-lengths[part], kind="stable")]
+        chunks.extend(part[i:i + global_batch] for i in range(0, len(part), global_batch))
+    if not chunks:
+        return order
+    full = [chunk for chunk in chunks if len(chunk) == global_batch]
+    short = [chunk for chunk in chunks if len(chunk) < global_batch]
+    if shuffle:
+        full = [full[i] for i in rng.permutation(len(full))]
+    return np.concatenate(full + short)
