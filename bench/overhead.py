@@ -152,12 +152,13 @@ def make_trainer_epoch(loader, model, optimizer, progress_bar) -> tuple[Any, Cal
     return trainer, epoch
 
 
-def timed(fn: Callable[[], None]) -> float:
+def timed(fn: Callable[[], None]) -> tuple[float, float]:
+    """Wall seconds and CPU seconds (this process) of ``fn()``, its prints discarded."""
     gc.collect()
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # the raw bar's lines
-        started = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         fn()
-        return time.perf_counter() - started
+        return time.perf_counter() - wall, time.process_time() - cpu
 
 
 def same_weights(a, b) -> bool:
@@ -236,12 +237,15 @@ def main(argv: Any = None) -> int:
 
     names = list(contenders)
     times: dict[str, list[float]] = {name: [] for name in names}
+    cpu_times: dict[str, list[float]] = {name: [] for name in names}
     for r in range(args.rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         if r % 2:
             order.reverse()
         for name in order:
-            times[name].append(timed(contenders[name]))
+            wall, cpu = timed(contenders[name])
+            times[name].append(wall)
+            cpu_times[name].append(cpu)
     fair = fair and all(same_weights(hand_model, model) for model in others)
 
     ratio = [t / h for t, h in zip(times["trainer"], times["hand"])]
@@ -256,12 +260,16 @@ def main(argv: Any = None) -> int:
           f"hand loader's batch sampler: {type(getattr(hand_loader, 'batch_sampler', None)).__name__}, "
           f"Trainer's: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
     print()
-    print(f"  {'contender':<12} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8}")
+    print(f"  {'contender':<12} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
+          f"{'cpu vs hand':>12}")
     hand_med = statistics.median(times["hand"])
     for name in names:
         med = statistics.median(times[name])
+        cpu = statistics.median([c / h for c, h in zip(cpu_times[name], cpu_times["hand"])])
         print(f"  {name:<12} {1e3 * med:16.1f} {1e3 * min(times[name]):13.1f} "
-              f"{1e6 * med / n_batches:9.1f} {med / hand_med:8.3f}")
+              f"{1e6 * med / n_batches:9.1f} {med / hand_med:8.3f} {cpu:12.3f}")
+    print("  (vs hand: ratio of median wall times; cpu vs hand: median per-round ratio of process CPU time,\n"
+          "   which other processes on the machine disturb less)")
     print()
     extra = 1e6 * (statistics.median(times["trainer"]) - hand_med) / n_batches
     extra_raw = 1e6 * (statistics.median(times["trainer+raw"]) - hand_med) / n_batches

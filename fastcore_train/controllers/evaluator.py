@@ -13,6 +13,7 @@ from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.metrics.metric import Metric
+from fastcore_train.samplers.adapt import make_unrepeated_dataloader
 from fastcore_train.utils.param_call import ParamBinder, apply_mapping
 
 EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
@@ -67,20 +68,25 @@ class Evaluator:
                  evaluate_fn: Optional[str] = None, input_mapping: Any = None,
                  output_mapping: Any = None, model_wo_auto_param_call: bool = False,
                  fp16: bool = False, verbose: int = 1, **kwargs: Any) -> None:
-        backend_kwargs, options = split_backend_kwargs(kwargs, allowed={"model_use_eval_mode", "data_device",
-                                                                        "progress_bar"})
+        backend_kwargs, options = split_backend_kwargs(kwargs, allowed={"model_use_eval_mode", "progress_bar",
+                                                                        "use_dist_sampler"})
         self.driver = choose_driver(model, driver, device, fp16=fp16, **backend_kwargs)
         self.driver.ensure_setup()
         self.dataloaders = _normalize_dataloaders(dataloaders)
         for name, dataloader in self.dataloaders.items():
             self.driver.check_dataloader(dataloader, f"evaluate dataloader {name or ''}".strip())
+        # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
+        self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
+        if self.driver.is_distributed() and options.get("use_dist_sampler", True):
+            for name, dataloader in self.dataloaders.items():
+                self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
         self.metrics = _normalize_metrics(metrics)
         if not self.metrics and evaluate_batch_step_fn is None:
             raise ValueError("Evaluator needs metrics (a dict {name: Metric}) or an evaluate_batch_step_fn.")
         if evaluate_batch_step_fn is not None and not callable(evaluate_batch_step_fn):
             raise TypeError("evaluate_batch_step_fn must be callable(evaluator, batch).")
         self.evaluate_batch_step_fn = evaluate_batch_step_fn or default_evaluate_batch_step
-        fn, signature_fn = self.driver.get_model_call_fn(evaluate_fn or "evaluate_step")
+        fn, signature_fn = self.driver.get_model_call_fn(evaluate_fn or "evaluate_step", for_training=False)
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
         self.input_mapping = input_mapping
         self.output_mapping = output_mapping
@@ -124,18 +130,18 @@ class Evaluator:
                     if driver.needs_data_move:
                         batch = driver.move_data_to_device(batch)
                     self.evaluate_batch_step_fn(self, batch)
-            results.update(self.get_metric(name))
+            results.update(self.get_metric(name, aggregate=self._split[name]))
         self.current_dataloader_name = None
         self.reset()
         if self.verbose and driver.is_global_zero():
             print(format_results(results))
         return results
 
-    def get_metric(self, dataloader_name: Optional[str] = None) -> dict[str, Any]:
-        """Aggregate every metric across ranks and return its flattened results."""
+    def get_metric(self, dataloader_name: Optional[str] = None, aggregate: bool = True) -> dict[str, Any]:
+        """Aggregate every metric across ranks (when each saw a share) and return flat results."""
         results: dict[str, Any] = {}
         for metric_name, metric in self.metrics.items():
-            if isinstance(metric, Metric):
+            if aggregate and isinstance(metric, Metric):
                 metric.aggregate(self.driver.all_gather_object)
             values = metric.get_metric()
             if not isinstance(values, Mapping):

@@ -9,7 +9,8 @@ from typing import Any, Iterable
 
 #: Keyword arguments handed to the driver untouched; each backend reads the one it owns.
 DRIVER_KWARGS = ("torch_kwargs", "paddle_kwargs", "jittor_kwargs", "oneflow_kwargs",
-                 "fairscale_kwargs", "deepspeed_kwargs", "torch_fsdp_kwargs", "data_device")
+                 "fairscale_kwargs", "deepspeed_kwargs", "torch_fsdp_kwargs", "data_device",
+                 "output_from_new_proc")
 
 
 def split_backend_kwargs(kwargs: dict[str, Any], allowed: Iterable[str]) -> tuple[dict[str, Any], dict[str, Any]]:

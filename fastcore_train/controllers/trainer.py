@@ -103,10 +103,12 @@ class Trainer:
             self.dataloader = OverfitDataLoader(train_dataloader, overfit_batches)
             evaluate_dataloaders = self.dataloader if metrics else evaluate_dataloaders
         else:
-            self.dataloader = make_reproducible_dataloader(self.driver, train_dataloader,
-                                                           seed=options.get("sampler_seed", 0))
+            distribute = self.driver.is_distributed() and self.use_dist_sampler
+            self.dataloader = make_reproducible_dataloader(
+                self.driver, train_dataloader, seed=options.get("sampler_seed", 0),
+                num_replicas=self.driver.world_size if distribute else 1, rank=self.driver.rank if distribute else 0)
 
-        fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step")
+        fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step", for_training=True)
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
         self.batch_step_fn: BatchStepFn = batch_step_fn or default_batch_step
 
@@ -124,6 +126,7 @@ class Trainer:
                 output_mapping=options.get("evaluate_output_mapping", output_mapping),
                 model_wo_auto_param_call=model_wo_auto_param_call, fp16=fp16, verbose=0,
                 model_use_eval_mode=options.get("model_use_eval_mode", True),
+                use_dist_sampler=self.evaluate_use_dist_sampler,
             )
 
         # Set per batch by the loop; True whenever accumulation_steps == 1.

@@ -93,11 +93,13 @@ class Driver(ABC):
 
     # ------------------------------------------------------------------ forward / backward
     @abstractmethod
-    def get_model_call_fn(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True
+                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
         """Return ``(fn, signature_fn)`` for the model method ``fn_name``.
 
         When the model has no such method and ``fn_name`` is the default (``train_step`` or
-        ``evaluate_step``), fall back to the framework's forward call.
+        ``evaluate_step``), fall back to the framework's forward call. ``for_training`` tells a
+        distributed driver to route the call through its gradient-synchronising wrapper.
         """
 
     @abstractmethod

@@ -14,6 +14,7 @@ from typing import Any, Optional
 from fastcore_train.samplers.base import ReproducibleBatchSampler, ReproducibleSampler
 from fastcore_train.samplers.batch_samplers import ReproduceBatchSampler
 from fastcore_train.samplers.index_samplers import RandomSampler
+from fastcore_train.samplers.unrepeated import UnrepeatedSequentialSampler
 
 
 @dataclass
@@ -67,3 +68,40 @@ def make_reproducible_dataloader(driver: Any, dataloader: Any, seed: int = 0, nu
 def find_reproducible_batch_sampler(driver: Any, dataloader: Any) -> Optional[ReproducibleBatchSampler]:
     batch_sampler = driver.get_batch_sampler(dataloader)
     return batch_sampler if isinstance(batch_sampler, ReproducibleBatchSampler) else None
+
+
+class BatchedIndices:
+    """Batches of ``batch_size`` consecutive indices from ``sampler`` (a plain batch sampler)."""
+
+    def __init__(self, sampler: Any, batch_size: int, drop_last: bool = False) -> None:
+        self.sampler = sampler
+        self.batch_size = batch_size
+        self.drop_last = drop_last
+
+    def __iter__(self):
+        batch: list[int] = []
+        for index in self.sampler:
+            batch.append(index)
+            if len(batch) == self.batch_size:
+                yield batch
+                batch = []
+        if batch and not self.drop_last:
+            yield batch
+
+    def __len__(self) -> int:
+        full, rest = divmod(len(self.sampler), self.batch_size)
+        return full + (1 if rest and not self.drop_last else 0)
+
+
+def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]:
+    """This rank's disjoint share of an evaluation dataloader (no sample padded or repeated).
+
+    Returns ``(dataloader, split)``; ``split`` is False when the loader could not be divided, in
+    which case every rank evaluates all of it and results need no cross-rank aggregation.
+    """
+    args = driver.get_dataloader_args(dataloader)
+    if args is None or not args.default_batching or not args.batch_size:
+        return dataloader, False
+    sampler = UnrepeatedSequentialSampler(args.dataset)
+    sampler.set_distributed(driver.world_size, driver.rank)
+    return driver.replace_batch_sampler(dataloader, BatchedIndices(sampler, args.batch_size, drop_last=False)), True

@@ -93,7 +93,8 @@ class TorchSingleDriver(Driver):
         return self._data_device.type != "cpu"
 
     # ------------------------------------------------------------------ forward / backward
-    def get_model_call_fn(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True
+                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
         method = getattr(self.model, fn_name, None)
         if callable(method):
             return method, None

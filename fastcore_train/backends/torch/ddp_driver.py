@@ -1,0 +1,156 @@
+"""``TorchDDPDriver``: data parallel with ``DistributedDataParallel`` (gloo on CPU, nccl on CUDA).
+
+Started three ways with the same script: self-launched from ``python train.py`` with a device
+list (this process becomes rank 0 and starts the others), under ``torchrun`` (rank facts from its
+environment), or inside a process group the user initialised.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any, Callable, ContextManager, Optional, Sequence
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from fastcore_train.backends.torch.single_driver import TorchSingleDriver
+from fastcore_train.backends.torch.world import World, free_port
+from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, launched_by_us, spawn_workers
+from fastcore_train.log import logger
+
+
+class _MethodDispatch(torch.nn.Module):
+    """Lets DDP's forward run any model method (``train_step``...), so gradients are synchronised."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
+        if fastcore_method == "forward":
+            return self.model(*args, **kwargs)
+        return getattr(self.model, fastcore_method)(*args, **kwargs)
+
+
+class TorchDDPDriver(TorchSingleDriver):
+    """One rank of a DDP job. ``world`` says which; ``launch_devices`` (rank 0 of a
+    self-launched job only) are the devices of all ranks, for starting the others."""
+
+    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+                 torch_kwargs: Optional[dict[str, Any]] = None, launch: bool = False,
+                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+        torch_kwargs = dict(torch_kwargs or {})
+        self._ddp_kwargs = torch_kwargs.pop("ddp_kwargs", {})
+        self._backend = torch_kwargs.pop("backend", None)
+        super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
+        if not isinstance(output_from_new_proc, (str, os.PathLike)):
+            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
+                             f"got {output_from_new_proc!r}.")
+        self.world = world
+        self._launch = launch
+        self._output_from_new_proc = str(output_from_new_proc)
+        self.workers: Optional[WorkerGroup] = None
+        self._user_ddp = isinstance(model, DistributedDataParallel)
+        self._user_module = model.module if self._user_ddp else model
+
+    # ------------------------------------------------------------------ facts
+    def is_distributed(self) -> bool:
+        return True
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.world.world_size
+
+    @property
+    def local_rank(self) -> int:
+        return self.world.local_rank
+
+    def unwrap_model(self) -> torch.nn.Module:
+        return self._user_module
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        if self._launch:
+            self._start_other_ranks()
+        if self._device.type == "cpu":
+            # Ranks sharing a machine's cores: without this each would start one thread per core.
+            torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))))
+        if not dist.is_initialized():
+            backend = self._backend or ("nccl" if self._device.type == "cuda" else "gloo")
+            if self._device.type == "cuda":
+                torch.cuda.set_device(self._device)
+            dist.init_process_group(backend=backend, rank=self.rank, world_size=self.world_size)
+        self._user_module.to(self._device)
+        if not self._user_ddp:
+            device_ids = [self._device.index] if self._device.type == "cuda" else None
+            self.model = DistributedDataParallel(_MethodDispatch(self._user_module), device_ids=device_ids,
+                                                 **self._ddp_kwargs)
+        if self.fp16 and self._device.type == "cuda":
+            self.grad_scaler = torch.amp.GradScaler("cuda", **self._gradscaler_kwargs)
+
+    def _start_other_ranks(self) -> None:
+        port = str(free_port())
+        master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(self.world_size),
+                  "LOCAL_WORLD_SIZE": str(self.world_size)}
+        os.environ.update({**master, "RANK": "0", "LOCAL_RANK": "0"})
+        self.workers = spawn_workers(
+            self.world_size, lambda rank: {**master, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            self._output_from_new_proc)
+
+    # ------------------------------------------------------------------ forward
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        module = self._user_module
+        method = getattr(module, fn_name, None)
+        if callable(method):
+            target, signature = fn_name, method
+        elif fn_name in ("train_step", "evaluate_step"):
+            target, signature = "forward", module.forward
+        else:
+            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
+        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
+            return (module if target == "forward" else method), signature
+        if self._user_ddp:
+            if target != "forward":
+                raise ValueError(
+                    f"The model is a DistributedDataParallel you wrapped yourself, so only its forward keeps "
+                    f"gradients in sync, but training would call {fn_name!r}. Pass the unwrapped model (the "
+                    "driver wraps it so that train_step is synchronised too) or train through forward.")
+            return self.model, signature
+        return functools.partial(self.model, target), signature
+
+    def no_sync(self) -> ContextManager[Any]:
+        return self.model.no_sync()
+
+    # ------------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = [None] * self.world_size
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Make sure no rank waits forever for this one in a collective."""
+        if self.workers is not None:
+            self.workers.terminate()
+            return
+        # A worker (ours or torchrun's): report and leave at once; the launcher stops the others.
+        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)

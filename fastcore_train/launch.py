@@ -1,0 +1,123 @@
+"""Self-launching data-parallel workers from a plain ``python train.py``: written once for all backends.
+
+When a driver is given several devices and no launcher started this process, rank 0 (this
+process) re-runs the same command line once per other rank, with the rank described in
+environment variables the backend chooses. Failure handling is the same for every backend:
+
+- a worker that exits non-zero makes rank 0 stop every worker and exit non-zero (a watchdog
+  thread, because rank 0 may be blocked in a collective operation);
+- a worker whose parent (rank 0) dies is killed by the kernel (``PR_SET_PDEATHSIG``);
+- rank 0 raising kills the workers before the exception propagates.
+"""
+from __future__ import annotations
+
+import atexit
+import ctypes
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from typing import Callable, Optional
+
+from fastcore_train.log import logger
+
+#: Set in the environment of every worker we start; its value is the rank.
+LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
+OUTPUT_CHOICES = ("all", "ignore", "only_error")
+
+
+def launched_by_us() -> bool:
+    return LAUNCHED_RANK_ENV in os.environ
+
+
+def command_line() -> list[str]:
+    """The command that started this interpreter, to start the other ranks the same way."""
+    original = getattr(sys, "orig_argv", None)
+    if original:
+        return [sys.executable, *original[1:]]
+    return [sys.executable, *sys.argv]
+
+
+def _die_with_parent() -> None:
+    """In a worker: ask the kernel to kill us when the launching process dies (Linux)."""
+    try:
+        libc = ctypes.CDLL("libc.so.6", use_errno=True)
+        libc.prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    except OSError:
+        pass
+
+
+class WorkerGroup:
+    """The worker processes rank 0 started, watched until they end."""
+
+    def __init__(self, processes: list[subprocess.Popen]) -> None:
+        self.processes = processes
+        self._stopping = False
+        self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
+        self._watchdog.start()
+        atexit.register(self._wait_at_exit)
+
+    def _watch(self) -> None:
+        while not self._stopping:
+            for process in self.processes:
+                code = process.poll()
+                if code not in (None, 0) and not self._stopping:
+                    logger.error("A worker process (pid %d) exited with code %d: stopping every rank.",
+                                 process.pid, code)
+                    self.terminate()
+                    os._exit(1)
+            time.sleep(0.2)
+
+    def terminate(self) -> None:
+        """Stop every worker now (SIGTERM, then SIGKILL after 5 s)."""
+        self._stopping = True
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        deadline = time.monotonic() + 5
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                process.kill()
+
+    def _wait_at_exit(self) -> None:
+        if self._stopping:
+            return
+        for process in self.processes:
+            try:
+                process.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                logger.error("Worker %d did not finish within 60 s of rank 0; killing it.", process.pid)
+                process.kill()
+        self._stopping = True
+
+
+def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]],
+                  output_from_new_proc: str = "only_error") -> WorkerGroup:
+    """Start ranks 1..world_size-1 running this process's command line.
+
+    ``output_from_new_proc``: ``"all"`` (workers print here), ``"ignore"`` (silence them),
+    ``"only_error"`` (keep their stderr only), or a folder to write ``rank_N.log`` files into.
+    """
+    processes = []
+    for rank in range(1, world_size):
+        env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
+        stdout, stderr = _output_streams(output_from_new_proc, rank)
+        processes.append(subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr,
+                                          preexec_fn=_die_with_parent))
+    return WorkerGroup(processes)
+
+
+def _output_streams(choice: str, rank: int) -> tuple[Optional[object], Optional[object]]:
+    if choice == "all":
+        return None, None
+    if choice == "ignore":
+        return subprocess.DEVNULL, subprocess.DEVNULL
+    if choice == "only_error":
+        return subprocess.DEVNULL, None
+    os.makedirs(choice, exist_ok=True)
+    log = open(os.path.join(choice, f"rank_{rank}.log"), "w", encoding="utf-8")
+    return log, subprocess.STDOUT

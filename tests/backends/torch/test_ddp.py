@@ -1,0 +1,115 @@
+"""Torch DDP with real processes on CPU (gloo): self-launched and under torchrun."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fastcore_train import Accuracy, Evaluator, Trainer
+from tests.conformance.harnesses.base import initial_weights, make_data
+from tests.conformance.harnesses.torch import Harness
+
+JOB = Path(__file__).parent / "scripts" / "ddp_job.py"
+HARNESS = Harness()
+
+
+def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
+    config = {"device": ["cpu"] * nproc if launcher == "self" else None, **config}
+    if launcher == "self":
+        command = [sys.executable, str(JOB), json.dumps(config)]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                   str(JOB), json.dumps(config)]
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+
+
+def outputs(folder: Path, world_size: int) -> list[dict]:
+    return [{**json.loads((folder / f"rank_{r}.json").read_text()), "weights": dict(np.load(folder / f"rank_{r}.npz"))}
+            for r in range(world_size)]
+
+
+def single_process_weights(global_batch: int, n_epochs: int = 1, shuffle: bool = False) -> dict:
+    x, y = make_data(64, seed=4)
+    model = HARNESS.make_model(initial_weights())
+    Trainer(model, HARNESS.make_dataloader(x, y, global_batch, shuffle=shuffle), HARNESS.make_sgd(model, 0.1),
+            driver="torch", n_epochs=n_epochs, progress_bar=None).run(num_eval_sanity_batch=0)
+    return HARNESS.get_weights(model)
+
+
+def assert_close(actual: dict, expected: dict) -> None:
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("launcher", ["self", "torchrun"])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path, launcher, shuffle):
+    done = run_job({"out": str(tmp_path), "n_epochs": 2, "shuffle": shuffle}, launcher)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = outputs(tmp_path, 2)
+    expected = single_process_weights(16, n_epochs=2, shuffle=shuffle)
+    for rank in ranks:
+        assert rank["driver"] == "TorchDDPDriver" and rank["world_size"] == 2
+        assert rank["global_forward_batches"] == 8
+        assert_close(rank["weights"], expected)
+    # the ranks split every epoch between them
+    assert Counter(ranks[0]["seen"] + ranks[1]["seen"]) == Counter(list(range(64)) * 2)
+    assert not set(ranks[0]["seen"][:32]) & set(ranks[1]["seen"][:32])
+
+
+def test_accumulation_across_ranks_matches_the_global_batch(tmp_path):
+    done = run_job({"out": str(tmp_path), "batch_size": 4, "accumulation_steps": 2})
+    assert done.returncode == 0, done.stderr[-4000:]
+    for rank in outputs(tmp_path, 2):
+        assert_close(rank["weights"], single_process_weights(16))
+
+
+def test_distributed_evaluation_equals_single_process(tmp_path):
+    done = run_job({"out": str(tmp_path), "evaluate": 37})
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = outputs(tmp_path, 2)
+    model = HARNESS.make_model({k: v for k, v in ranks[0]["weights"].items()})
+    ex, ey = make_data(37, seed=9)
+    expected = Evaluator(model, {"dev": HARNESS.make_dataloader(ex, ey, 5)}, {"acc": Accuracy()},
+                         input_mapping={"y": "target"}, verbose=0).run()
+    assert ranks[0]["results"] == ranks[1]["results"] == expected
+
+
+@pytest.mark.parametrize("saved_with, resumed_with", [(1, 2), (2, 1), (2, 2)])
+def test_resume_across_world_sizes_serves_each_sample_once(tmp_path, saved_with, resumed_with):
+    first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
+    first.mkdir(), second.mkdir()
+
+    def run(config, nproc):
+        if nproc == 1:
+            config = {**config, "device": "cpu"}
+        done = run_job(config, "self", nproc=max(nproc, 1))
+        assert done.returncode == 0, done.stderr[-4000:]
+
+    run({"out": str(first), "shuffle": True, "batch_size": 4, "save_at": 3, "save_to": str(checkpoint)}, saved_with)
+    run({"out": str(second), "shuffle": True, "batch_size": 4, "resume_from": str(checkpoint)}, resumed_with)
+    seen = Counter()
+    for folder, nproc in ((first, saved_with), (second, resumed_with)):
+        for rank in outputs(folder, nproc):
+            seen.update(rank["seen"])
+    padding = [i for i, count in seen.items() if count > 1]
+    assert set(seen) == set(range(64))
+    assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+
+
+@pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("self", 0), ("torchrun", 1)])
+def test_a_failing_rank_ends_the_job_quickly(tmp_path, launcher, failing_rank):
+    started = time.monotonic()
+    done = run_job({"out": str(tmp_path), "n_epochs": 50, "fail_rank": failing_rank, "fail_at": 3}, launcher,
+                   timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert f"rank {failing_rank} fails on purpose" in done.stderr
+    assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
+    assert not list(tmp_path.glob("rank_*.npz")), "no rank may finish training"
