@@ -171,24 +171,28 @@ def profile_trainer(epoch: Callable[[], None], batches: int, top: int = 25) -> N
     """cProfile one Trainer epoch; per-batch microseconds by function (profiler overhead included)."""
     import cProfile
     import pstats
+
+    import fastcore_train
+    package_dir = str(Path(fastcore_train.__file__).resolve().parent)
     profiler = cProfile.Profile()
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):
         profiler.runcall(epoch)
     stats = pstats.Stats(profiler)
     rows = []
-    for (filename, line, name), (cc, nc, tt, ct, _) in stats.stats.items():
-        rows.append((tt, ct, nc, f"{Path(filename).name}:{line}({name})", filename))
+    for (filename, line, name), (_, nc, tt, ct, _) in stats.stats.items():
+        ours = filename.startswith(package_dir)
+        rows.append((tt, ct, nc, f"{Path(filename).name}:{line}({name})", ours))
     print(f"\ncProfile of one Trainer epoch ({batches} batches), us per batch; "
           "profiler overhead inflates small Python calls:")
     print(f"  {'self':>8} {'cumul':>8} {'calls/b':>7}  function")
-    for tt, ct, nc, label, filename in sorted(rows, reverse=True)[:top]:
-        mark = "*" if "fastcore_train" in filename else " "
+    for tt, ct, nc, label, ours in sorted(rows, reverse=True)[:top]:
+        mark = "*" if ours else " "
         print(f"  {1e6 * tt / batches:8.1f} {1e6 * ct / batches:8.1f} {nc / batches:7.2f} {mark}{label}")
-    ours = sorted((row for row in rows if "fastcore_train" in row[4]), reverse=True)
+    package_rows = sorted((row for row in rows if row[4]), reverse=True)
     print("  fastcore_train functions:")
-    for tt, ct, nc, label, _ in ours[:12]:
+    for tt, ct, nc, label, _ in package_rows[:12]:
         print(f"  {1e6 * tt / batches:8.1f} {1e6 * ct / batches:8.1f} {nc / batches:7.2f} *{label}")
-    own = sum(row[0] for row in ours)
+    own = sum(row[0] for row in package_rows)
     print(f"  (* = fastcore_train code; its self time totals {1e6 * own / batches:.1f} us/batch under the profiler)")
 
 

@@ -2,7 +2,8 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Callable, Mapping, Optional
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
 
 from fastcore_train.utils.param_call import ParamBinder
 
@@ -22,7 +23,7 @@ class ModelCaller:
         self.pass_whole_batch = model_wo_auto_param_call
 
     def __call__(self, batch: Any) -> Any:
-        if self.pass_whole_batch or not isinstance(batch, Mapping):
+        if self.pass_whole_batch or (type(batch) is not dict and not isinstance(batch, Mapping)):
             return self.fn(batch)
         return self.binder(batch)
 

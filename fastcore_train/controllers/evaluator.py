@@ -6,7 +6,8 @@ dataloader part is left out when a single unnamed dataloader is evaluated.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Optional, Union
+from collections.abc import Mapping
+from typing import Any, Callable, Optional, Union
 
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
 from fastcore_train.controllers.options import split_backend_kwargs

@@ -174,10 +174,11 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
 
     def _serve(self, share: np.ndarray, num_batches: int) -> Iterator[list[int]]:
         size = self.batch_size
+        indices = share.tolist()  # one conversion per epoch; list slices are cheap per batch
         for number in range(1, num_batches + 1):
             self._yielded = number
             self._done = number == num_batches
-            yield share[(number - 1) * size:number * size].tolist()
+            yield indices[(number - 1) * size:number * size]
 
     def _count_batches(self, share: int) -> int:
         return share // self.batch_size if self.drop_last else -(-share // self.batch_size)

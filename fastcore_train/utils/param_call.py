@@ -5,7 +5,9 @@ The signature is read once, when a :class:`ParamBinder` is built, never per step
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Mapping, Optional
+import operator
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
 
 
 class ParamBinder:
@@ -15,7 +17,7 @@ class ParamBinder:
     whose real parameters are those of ``model.forward``).
     """
 
-    __slots__ = ("fn", "fn_name", "names", "required", "var_keyword")
+    __slots__ = ("fn", "fn_name", "names", "required", "var_keyword", "_positional")
 
     def __init__(self, fn: Callable[..., Any], signature_fn: Optional[Callable[..., Any]] = None) -> None:
         target = signature_fn if signature_fn is not None else fn
@@ -26,9 +28,24 @@ class ParamBinder:
         self.names = tuple(p.name for p in params if p.kind in kinds)
         self.required = tuple(p.name for p in params if p.kind in kinds and p.default is p.empty)
         self.var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+        # Fast path for the common case: a plain dict holding every parameter, passed positionally.
+        all_positional = all(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
+                             for p in params if p.name in self.names)
+        self._positional: Optional[Callable[[Any], tuple]] = None
+        if all_positional and not self.var_keyword and self.names:
+            getter = operator.itemgetter(*self.names)
+            self._positional = getter if len(self.names) > 1 else (lambda batch: (getter(batch),))
 
     def __call__(self, batch: Mapping[str, Any]) -> Any:
         """Call ``fn`` with the entries of ``batch`` that it takes (all of them if it has **kwargs)."""
+        positional = self._positional
+        if positional is not None and type(batch) is dict:
+            try:
+                args = positional(batch)
+            except KeyError:  # some optional parameter is absent: use keyword matching from now on
+                self._positional = None
+            else:
+                return self.fn(*args)
         if self.var_keyword:
             return self.fn(**batch)
         kwargs = {name: batch[name] for name in self.names if name in batch}

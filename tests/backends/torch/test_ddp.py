@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 import time
@@ -26,7 +28,15 @@ def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                    str(JOB), json.dumps(config)]
-    return subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    # A session of its own, so that a timed-out job is killed with every process it started.
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
 
 
 def outputs(folder: Path, world_size: int) -> list[dict]:
