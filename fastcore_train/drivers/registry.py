@@ -93,5 +93,5 @@ def load_backend(entry: BackendEntry) -> ModuleType:
 
 register_backend(BackendEntry(
     name="torch", framework_module="torch", module="fastcore_train.backends.torch",
-    driver_names=("torch",), install_hint='pip install "fastcore-train[torch]"',
+    driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed"), install_hint='pip install "fastcore-train[torch]"',
 ))

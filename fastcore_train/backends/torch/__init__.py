@@ -1,6 +1,7 @@
 """The PyTorch backend: its drivers, and the model-type check used by ``choose_driver``."""
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 import torch
@@ -33,8 +34,13 @@ def _rank_device(device: Any, local_rank: int) -> Any:
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,
                   **kwargs: Any) -> TorchSingleDriver:
     """Single process for one device; DDP for a device list, a launcher's environment, or a
-    process group / DDP model the user set up."""
-    kwargs.pop("fairscale_kwargs", None), kwargs.pop("deepspeed_kwargs", None), kwargs.pop("torch_fsdp_kwargs", None)
+    process group / DDP model the user set up. ``fairscale``, ``torch_fsdp`` and ``deepspeed``
+    live in their own modules (``<name>_driver.create_driver``), imported only when named."""
+    if driver_name != "torch":
+        module = importlib.import_module(f"fastcore_train.backends.torch.{driver_name}_driver")
+        return module.create_driver(model, device=device, fp16=fp16, **kwargs)
+    for other in ("fairscale_kwargs", "deepspeed_kwargs", "torch_fsdp_kwargs"):
+        kwargs.pop(other, None)
     devices = list(device) if isinstance(device, (list, tuple)) else None
     if isinstance(device, int) and not isinstance(device, bool) and device < 0:
         device = devices = [torch.device("cuda", i) for i in range(torch.cuda.device_count())]

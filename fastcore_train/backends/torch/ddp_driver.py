@@ -91,11 +91,14 @@ class TorchDDPDriver(TorchSingleDriver):
             dist.init_process_group(backend=backend, rank=self.rank, world_size=self.world_size)
         self._user_module.to(self._device)
         if not self._user_ddp:
-            device_ids = [self._device.index] if self._device.type == "cuda" else None
-            self.model = DistributedDataParallel(_MethodDispatch(self._user_module), device_ids=device_ids,
-                                                 **self._ddp_kwargs)
+            self.model = self.wrap_model(_MethodDispatch(self._user_module))
         if self.fp16 and self._device.type == "cuda":
             self.grad_scaler = torch.amp.GradScaler("cuda", **self._gradscaler_kwargs)
+
+    def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
+        """Wrap the method-dispatching module for data parallel; subclasses (FairScale, FSDP) override."""
+        device_ids = [self._device.index] if self._device.type == "cuda" else None
+        return DistributedDataParallel(dispatch, device_ids=device_ids, **self._ddp_kwargs)
 
     def _start_other_ranks(self) -> None:
         port = str(free_port())
