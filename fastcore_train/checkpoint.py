@@ -13,11 +13,12 @@ mid-write leaves the previous checkpoint complete and loadable.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pickle
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.utils.atomic import atomic_path, recover_folder
@@ -55,36 +56,69 @@ def write_json(path: Path, data: Any) -> None:
         os.fsync(handle.fileno())
 
 
+@contextlib.contextmanager
+def staged_path(target: Path, driver: Driver, make_dir: bool) -> Iterator[Path]:
+    """A temporary path that replaces ``target`` atomically on success.
+
+    Entered by rank 0 alone, or, for a driver whose saving is collective, by every rank: rank 0
+    picks the path and shares it, and renames it into place only after every rank has written.
+    """
+    collective = driver.collective_save and driver.is_distributed()
+    is_zero = driver.is_global_zero()
+    with atomic_path(target) if is_zero else contextlib.nullcontext() as staging:
+        if is_zero and make_dir:
+            staging.mkdir(parents=True)
+        if collective:
+            staging = Path(driver.broadcast_object(str(staging) if is_zero else None))
+            driver.barrier()  # the folder exists before anyone writes into it
+        yield staging
+        if collective:
+            driver.barrier()  # everyone has written before rank 0 renames
+
+
+def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True, **kwargs: Any) -> Path:
+    """Write ``folder/model<suffix>`` atomically (rank 0, or every rank for collective saving)."""
+    if driver.is_global_zero():
+        folder.mkdir(parents=True, exist_ok=True)
+    with staged_path(model_file(folder, driver), driver, make_dir=False) as staging:
+        driver.save_model(staging, only_state_dict=only_state_dict, **kwargs)
+    return model_file(folder, driver)
+
+
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
                      callback_states: dict[str, Any], only_state_dict: bool = True,
                      model_save_fn: Optional[Callable[[Path], None]] = None,
                      extra_json: Optional[dict[str, Any]] = None) -> Path:
-    """Write a complete checkpoint folder atomically (call on the saving rank only).
+    """Write a complete checkpoint folder atomically.
 
-    ``extra_json`` maps file names to data written beside the checkpoint in the same atomic
-    step (e.g. the evaluation results a checkpoint was selected by).
+    Call on rank 0 only, or on every rank when ``driver.collective_save``. ``extra_json`` maps
+    file names to data written beside the checkpoint in the same atomic step (e.g. the
+    evaluation results a checkpoint was selected by).
     """
     folder = Path(folder)
-    with atomic_path(folder) as staging:
-        staging.mkdir(parents=True)
-        write_json(staging / META_FILE, {
-            "format_version": FORMAT_VERSION, "backend": driver.backend,
-            "driver": type(driver).__name__, "world_size": driver.world_size,
-            "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
-            "fastcore_train_version": __version__,
-        })
+    is_zero = driver.is_global_zero()
+    with staged_path(folder, driver, make_dir=True) as staging:
+        if is_zero:
+            write_json(staging / META_FILE, {
+                "format_version": FORMAT_VERSION, "backend": driver.backend,
+                "driver": type(driver).__name__, "world_size": driver.world_size,
+                "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
+                "fastcore_train_version": __version__,
+            })
         if model_save_fn is not None:
-            model_save_fn(staging)
+            if is_zero:
+                model_save_fn(staging)
         else:
             driver.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
         driver.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.model_file_suffix}")
-        write_json(staging / TRAINER_STATE_FILE, trainer_state)
-        with open(staging / CALLBACK_STATE_FILE, "wb") as handle:
-            pickle.dump(callback_states, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        for name, data in (extra_json or {}).items():
-            write_json(staging / name, data)
+        if is_zero:
+            write_json(staging / TRAINER_STATE_FILE, trainer_state)
+            with open(staging / CALLBACK_STATE_FILE, "wb") as handle:
+                pickle.dump(callback_states, handle)
+                handle.flush()
+                os.fsync(handle.fileno())
+            for name, data in (extra_json or {}).items():
+                write_json(staging / name, data)
     return folder
 
 

@@ -447,14 +447,12 @@ class Trainer:
         """Write the model into ``folder`` (as ``model<suffix>``, or via ``model_save_fn(folder)``)."""
         self._fire("on_save_model")
         folder = Path(folder)
-        if self.driver.is_global_zero():
-            folder.mkdir(parents=True, exist_ok=True)
-            if model_save_fn is not None:
+        if model_save_fn is not None:
+            if self.driver.is_global_zero():
+                folder.mkdir(parents=True, exist_ok=True)
                 model_save_fn(folder)
-            else:
-                from fastcore_train.utils.atomic import atomic_path
-                with atomic_path(ckpt.model_file(folder, self.driver)) as staging:
-                    self.driver.save_model(staging, only_state_dict=only_state_dict, **kwargs)
+        elif self.driver.is_global_zero() or self.driver.collective_save:
+            ckpt.write_model_file(folder, self.driver, only_state_dict, **kwargs)
         self.driver.barrier()
 
     def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
@@ -491,7 +489,7 @@ class Trainer:
             "event_filters": self.callback_manager.filter_states(),
             "rng": self.driver.all_gather_object(self._get_rng_state()),
         }
-        if self.driver.is_global_zero():
+        if self.driver.is_global_zero() or self.driver.collective_save:
             ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
                                   model_save_fn, extra_json)
         self.driver.barrier()

@@ -24,6 +24,9 @@ class Driver(ABC):
 
     backend: str = ""
     model_file_suffix: str = ""
+    #: True when saving is a collective operation (sharded models): the controller then calls
+    #: ``save_model``/``save_training_state`` on every rank and the driver decides who writes.
+    collective_save: bool = False
 
     def __init__(self, model: Any, fp16: bool = False, **kwargs: Any) -> None:
         self.model = model

@@ -17,6 +17,8 @@ from fastcore_train import Accuracy, Evaluator, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.torch import Harness
 
+pytestmark = pytest.mark.distributed
+
 JOB = Path(__file__).parent / "scripts" / "ddp_job.py"
 HARNESS = Harness()
 
@@ -123,3 +125,17 @@ def test_a_failing_rank_ends_the_job_quickly(tmp_path, launcher, failing_rank):
     assert f"rank {failing_rank} fails on purpose" in done.stderr
     assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
     assert not list(tmp_path.glob("rank_*.npz")), "no rank may finish training"
+
+
+def test_events_save_and_load_behave_as_in_one_process(tmp_path):
+    """The conformance checks that matter across ranks: event order/counts, every=, save/load."""
+    done = run_job({"out": str(tmp_path), "n_epochs": 2, "evaluate": 10, "save_model": str(tmp_path / "model")})
+    assert done.returncode == 0, done.stderr[-4000:]
+    epoch = ["on_train_epoch_begin"] + ["on_train_batch_begin", "on_before_backward", "on_after_optimizers_step",
+                                        "on_train_batch_end"] * 4 + ["on_train_epoch_end",
+                                                                                   "on_evaluate_end"]
+    for rank in outputs(tmp_path, 2):
+        assert rank["events"] == ["on_train_begin"] + epoch * 2 + ["on_train_end"]
+        assert rank["every"] == [3, 6]
+        assert rank["round_trip"] is True
+    assert [p.name for p in (tmp_path / "model").iterdir()] == ["model.pt"], "only rank 0 writes"

@@ -56,14 +56,29 @@ def main(config):
                       harness.make_sgd(model, 0.1), driver="torch", device=config.get("device"),
                       n_epochs=config.get("n_epochs", 1), progress_bar=None, callbacks=callbacks,
                       accumulation_steps=config.get("accumulation_steps", 1), **evaluate)
-    seen = []
+    seen, events = [], []
     trainer.add_callback_fn(Event.on_train_batch_begin(), lambda t, batch, i: seen.extend(harness.indices_of(batch)))
+    for name in ("on_train_begin", "on_train_epoch_begin", "on_train_batch_begin", "on_before_backward",
+                 "on_after_optimizers_step", "on_train_batch_end", "on_train_epoch_end", "on_evaluate_end",
+                 "on_train_end"):
+        trainer.add_callback_fn(getattr(Event, name)(), lambda t, *args, _name=name: events.append(_name))
+    every = []
+    trainer.add_callback_fn(Event.on_train_batch_end(every=3), lambda t: every.append(t.global_forward_batches))
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
     rank = trainer.driver.rank
+    round_trip = None
+    if config.get("save_model"):
+        trainer.save_model(config["save_model"])
+        fresh = harness.make_model(initial_weights(seed=11))
+        loader = Trainer(fresh, harness.make_dataloader(x, y, 8), harness.make_sgd(fresh, 0.1), driver="torch",
+                         device=config.get("device"), progress_bar=None)
+        loader.load_model(config["save_model"])
+        round_trip = bool(np.array_equal(harness.predict(fresh, x), harness.predict(trainer.model, x)))
     np.savez(out / f"rank_{rank}.npz", **harness.get_weights(trainer.model))
     results = trainer.evaluator.run() if trainer.evaluator is not None else {}
     (out / f"rank_{rank}.json").write_text(json.dumps({
-        "seen": seen, "results": results, "world_size": trainer.driver.world_size,
+        "seen": seen, "results": results, "world_size": trainer.driver.world_size, "events": events,
+        "every": every, "round_trip": round_trip,
         "global_forward_batches": trainer.global_forward_batches, "driver": type(trainer.driver).__name__}))
 
 
