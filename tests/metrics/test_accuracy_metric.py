@@ -1,19 +1,11 @@
 """Tests of ``Accuracy`` against hand-computed values."""
-import copy
 
 import numpy as np
 import pytest
 
 from fastcore_train.metrics import Accuracy
+from tests.metrics.ranks import aggregate_ranks
 
-
-def aggregate_ranks(*metrics):
-    """Run ``aggregate`` on every metric as if each were one rank of a job, in rank order."""
-    snapshots = [copy.deepcopy(dict(metric.elements)) for metric in metrics]
-    for rank, metric in enumerate(metrics):
-        def all_gather_object(local, rank=rank):
-            return [local if other == rank else snapshot for other, snapshot in enumerate(snapshots)]
-        metric.aggregate(all_gather_object)
 
 
 def test_class_ids():

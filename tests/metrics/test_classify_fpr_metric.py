@@ -1,10 +1,10 @@
 """Tests of ``ClassifyFPreRecMetric`` against hand-computed counts and scores."""
-import copy
 
 import numpy as np
 import pytest
 
 from fastcore_train.metrics import ClassifyFPreRecMetric
+from tests.metrics.ranks import aggregate_ranks
 
 # idx:    0  1  2  3  4  5  6
 TARGET = [0, 1, 2, 0, 1, 2, 2]
@@ -34,14 +34,6 @@ def per_label_keys(names):
         result.update({f"f-{name}": f, f"pre-{name}": pre, f"rec-{name}": rec})
     return result
 
-
-def aggregate_ranks(*metrics):
-    """Run ``aggregate`` on every metric as if each were one rank of a job, in rank order."""
-    snapshots = [copy.deepcopy(dict(metric.elements)) for metric in metrics]
-    for rank, metric in enumerate(metrics):
-        def all_gather_object(local, rank=rank):
-            return [local if other == rank else snapshot for other, snapshot in enumerate(snapshots)]
-        metric.aggregate(all_gather_object)
 
 
 class Vocab:

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from fastcore_train.metrics import Metric
+from tests.metrics.ranks import aggregate_ranks
 
 
 class Stats(Metric):
@@ -29,14 +30,6 @@ class Stats(Metric):
     def get_metric(self):
         return {"count": self.count}
 
-
-def aggregate_ranks(*metrics):
-    """Run ``aggregate`` on every metric as if each were one rank of a job, in rank order."""
-    snapshots = [copy.deepcopy(dict(metric.elements)) for metric in metrics]
-    for rank, metric in enumerate(metrics):
-        def all_gather_object(local, rank=rank):
-            return [local if other == rank else snapshot for other, snapshot in enumerate(snapshots)]
-        metric.aggregate(all_gather_object)
 
 
 def test_register_element_sets_attribute_and_elements_view():

@@ -1,10 +1,10 @@
 """Tests of ``SpanFPreRecMetric`` against hand-decoded spans."""
-import copy
 
 import numpy as np
 import pytest
 
 from fastcore_train.metrics import SpanFPreRecMetric
+from tests.metrics.ranks import aggregate_ranks
 
 BIO = ["O", "B-PER", "I-PER", "B-LOC", "I-LOC"]
 # sequence 0: gold B-PER I-PER O B-LOC -> per[0,2) loc[3,4)
@@ -16,14 +16,6 @@ BIO_SEQ_LEN = np.array([4, 3])
 # per: tp 1 fp 1 fn 0 -> pre 1/2, rec 1, f 2/3; loc: tp 1 fp 0 fn 1 -> pre 1, rec 1/2, f 2/3
 # micro: tp 2 fp 1 fn 1 -> 2/3 each
 
-
-def aggregate_ranks(*metrics):
-    """Run ``aggregate`` on every metric as if each were one rank of a job, in rank order."""
-    snapshots = [copy.deepcopy(dict(metric.elements)) for metric in metrics]
-    for rank, metric in enumerate(metrics):
-        def all_gather_object(local, rank=rank):
-            return [local if other == rank else snapshot for other, snapshot in enumerate(snapshots)]
-        metric.aggregate(all_gather_object)
 
 
 class Vocab:
