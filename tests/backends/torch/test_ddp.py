@@ -139,3 +139,31 @@ def test_events_save_and_load_behave_as_in_one_process(tmp_path):
         assert rank["every"] == [3, 6]
         assert rank["round_trip"] is True
     assert [p.name for p in (tmp_path / "model").iterdir()] == ["model.pt"], "only rank 0 writes"
+
+
+def test_a_users_process_group_and_ddp_model_are_respected(tmp_path):
+    done = run_job({"out": str(tmp_path), "user_ddp": True}, "torchrun")
+    assert done.returncode == 0, done.stderr[-4000:]
+    for rank in outputs(tmp_path, 2):
+        assert rank["driver"] == "TorchDDPDriver"
+        assert_close(rank["weights"], single_process_weights(16))
+
+
+def test_ctrl_c_stops_every_rank(tmp_path):
+    config = {"out": str(tmp_path), "device": ["cpu", "cpu"], "n_epochs": 100000, "announce": True}
+    job = subprocess.Popen([sys.executable, str(JOB), json.dumps(config)], stdout=subprocess.PIPE,
+                           stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        assert "TRAINING" in job.stdout.readline()
+        time.sleep(3)  # let the workers join and train
+        started = time.monotonic()
+        os.killpg(job.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the group
+        job.wait(timeout=30)
+        assert time.monotonic() - started < 30
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode != 0
+    time.sleep(1)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], "no orphan process may survive"

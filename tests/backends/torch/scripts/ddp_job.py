@@ -11,6 +11,7 @@ ROOT = Path(__file__).resolve().parents[4]
 sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
+import torch  # noqa: E402
 
 from fastcore_train import Accuracy, Callback, Event, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
@@ -36,11 +37,27 @@ class SaveAndStop(Callback):
             trainer.stop_training()
 
 
+class LossForward(torch.nn.Module):
+    """A model whose forward returns the loss, as a user-wrapped DDP needs."""
+
+    def __init__(self, inner):
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x, y):
+        return {"loss": torch.nn.functional.cross_entropy(self.inner(x), y)}
+
+
 def main(config):
     harness = Harness()
     out = Path(config["out"])
     x, y = make_data(config.get("samples", 64), seed=4)
     model = harness.make_model(initial_weights())
+    if config.get("user_ddp"):  # the user set up the process group and DDP themselves
+        torch.distributed.init_process_group("gloo")
+        model = torch.nn.parallel.DistributedDataParallel(LossForward(model))
+    if config.get("announce"):
+        print("TRAINING", flush=True)
     callbacks = []
     if "fail_rank" in config:
         callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
@@ -74,7 +91,8 @@ def main(config):
                          device=config.get("device"), progress_bar=None)
         loader.load_model(config["save_model"])
         round_trip = bool(np.array_equal(harness.predict(fresh, x), harness.predict(trainer.model, x)))
-    np.savez(out / f"rank_{rank}.npz", **harness.get_weights(trainer.model))
+    final = trainer.model.inner if config.get("user_ddp") else trainer.model
+    np.savez(out / f"rank_{rank}.npz", **harness.get_weights(final))
     results = trainer.evaluator.run() if trainer.evaluator is not None else {}
     (out / f"rank_{rank}.json").write_text(json.dumps({
         "seen": seen, "results": results, "world_size": trainer.driver.world_size, "events": events,
