@@ -15,6 +15,7 @@ import atexit
 import ctypes
 import os
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -30,6 +31,13 @@ OUTPUT_CHOICES = ("all", "ignore", "only_error")
 
 def launched_by_us() -> bool:
     return LAUNCHED_RANK_ENV in os.environ
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port that is free right now on ``host``, for a rendezvous of self-launched ranks."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind((host, 0))
+        return probe.getsockname()[1]
 
 
 def command_line() -> list[str]:

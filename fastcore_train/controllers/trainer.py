@@ -464,7 +464,7 @@ class Trainer:
             model_load_fn(folder)
         else:
             path = ckpt.model_file(folder, self.driver)
-            if not path.is_file():
+            if not path.exists():
                 raise FileNotFoundError(
                     f"No model file at {str(path)!r}: load_model expects the folder given to save_model "
                     f"(which writes {path.name} inside it)."

@@ -95,3 +95,7 @@ register_backend(BackendEntry(
     name="torch", framework_module="torch", module="fastcore_train.backends.torch",
     driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed"), install_hint='pip install "fastcore-train[torch]"',
 ))
+register_backend(BackendEntry(
+    name="paddle", framework_module="paddle", module="fastcore_train.backends.paddle",
+    driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
+))

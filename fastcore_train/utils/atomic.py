@@ -31,20 +31,22 @@ def _remove(path: Path) -> None:
 def atomic_path(target: PathLike) -> Iterator[Path]:
     """Yield a temporary path to write a file or a folder to; on success it replaces ``target``.
 
-    A file replaces a file in one ``os.replace``. A folder cannot be renamed over a non-empty
-    folder, so the old one is first moved aside (``<name>.old-*``) and deleted only after the new
-    one is in place; :func:`recover_folder` puts it back if the process died in between.
+    A file replaces a file in one ``os.replace``. No rename puts a folder over a non-empty folder
+    (nor a file over a folder, or a folder over a file), so then the old one is first moved aside
+    (``<name>.old-*``) and deleted only after the new one is in place; :func:`recover_folder` puts
+    it back if the process died in between.
     """
     target = Path(target)
     target.parent.mkdir(parents=True, exist_ok=True)
     temporary = _sibling(target, "tmp")
     try:
         yield temporary
-        if temporary.is_dir() and target.is_dir():
+        if target.is_dir() or (temporary.is_dir() and target.exists()):
+            # No rename replaces a folder, or a file by a folder: move the old one aside first.
             aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
             os.replace(target, aside)
             os.replace(temporary, target)
-            shutil.rmtree(aside, ignore_errors=True)
+            _remove(aside)
         else:
             os.replace(temporary, target)
     finally:

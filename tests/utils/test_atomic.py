@@ -33,6 +33,20 @@ def test_folder_is_replaced_whole(tmp_path):
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
 
 
+def test_a_file_and_a_folder_replace_each_other(tmp_path):
+    """A model saved as one file may be saved next as a folder (e.g. a paddle.jit.save export), and back."""
+    target = tmp_path / "model.pdparams"
+    target.write_text("state dict")
+    with atomic_path(target) as staging:
+        staging.mkdir()
+        (staging / "model.json").write_text("export")
+    assert (target / "model.json").read_text() == "export"
+    with atomic_path(target) as staging:
+        staging.write_text("state dict again")
+    assert target.read_text() == "state dict again"
+    assert [p.name for p in tmp_path.iterdir()] == ["model.pdparams"]
+
+
 def test_recover_folder_restores_a_moved_aside_version(tmp_path):
     aside = tmp_path / "ckpt.old-1234abcd"
     aside.mkdir()

@@ -19,8 +19,8 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
-from fastcore_train.backends.torch.world import World, free_port
-from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, launched_by_us, spawn_workers
+from fastcore_train.backends.torch.world import World
+from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, free_port, spawn_workers
 from fastcore_train.log import logger
 
 

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import socket
 from dataclasses import dataclass
 from typing import Optional
 
@@ -33,8 +32,3 @@ def world_from_process_group() -> Optional[World]:
     local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
     return World(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size())
 
-
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]

@@ -1,0 +1,183 @@
+"""``PaddleFleetDriver``: collective data parallel with paddle Fleet (gloo on CPU, nccl on GPU).
+
+``fleet.init(is_collective=True)`` sets up the ranks, ``fleet.distributed_model`` wraps the model
+in ``paddle.DataParallel`` (its backward averages gradients across ranks) and
+``fleet.distributed_optimizer`` wraps each optimizer. Started three ways with the same script:
+self-launched from ``python train.py`` with a device list (this process becomes rank 0 and starts
+the others with paddle's launcher variables), under ``python -m paddle.distributed.launch``, or
+inside a parallel environment the user initialised.
+"""
+from __future__ import annotations
+
+import functools
+import os
+import sys
+import traceback
+from typing import Any, Callable, ContextManager, Optional
+
+import paddle
+import paddle.distributed as dist
+from paddle.distributed import fleet
+
+from fastcore_train.backends.paddle.devices import is_gpu
+from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
+from fastcore_train.backends.paddle.world import World, launch_environments
+from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
+
+
+def _fleet_initialised() -> bool:
+    """Whether ``fleet.init`` ran in this process (``fleet.init`` is bound to fleet's singleton)."""
+    return getattr(fleet.init.__self__, "_role_maker", None) is not None
+
+
+class _MethodDispatch(paddle.nn.Layer):
+    """Lets DataParallel's forward run any model method (``train_step``...), so that the backward
+    of its outputs synchronises gradients."""
+
+    def __init__(self, model: paddle.nn.Layer) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
+        if fastcore_method == "forward":
+            return self.model(*args, **kwargs)
+        return getattr(self.model, fastcore_method)(*args, **kwargs)
+
+
+class PaddleFleetDriver(PaddleSingleDriver):
+    """One rank of a Fleet data-parallel job. ``world`` says which; ``launch_devices`` (rank 0 of
+    a self-launched job only) are the devices of all ranks, for starting the others.
+
+    ``paddle_kwargs`` adds ``fleet_strategy`` (a ``fleet.DistributedStrategy``, e.g. with
+    ``find_unused_parameters=True``) to the single-process ones.
+    """
+
+    def __init__(self, model: paddle.nn.Layer, device: Any, world: World, fp16: bool = False,
+                 paddle_kwargs: Optional[dict[str, Any]] = None, launch_devices: Optional[list[str]] = None,
+                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+        paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
+        self._strategy = paddle_kwargs.pop("fleet_strategy", None)
+        super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
+        if not isinstance(output_from_new_proc, (str, os.PathLike)):
+            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
+                             f"got {output_from_new_proc!r}.")
+        self.world = world
+        self._launch_devices = launch_devices
+        self._output_from_new_proc = str(output_from_new_proc)
+        self.workers: Optional[WorkerGroup] = None
+        self._user_wrapped = isinstance(model, paddle.DataParallel)
+        self._user_module = model._layers if self._user_wrapped else model
+        self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
+
+    # ------------------------------------------------------------------ facts
+    def is_distributed(self) -> bool:
+        return True
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.world.world_size
+
+    @property
+    def local_rank(self) -> int:
+        return self.world.local_rank
+
+    def unwrap_model(self) -> paddle.nn.Layer:
+        return self._user_module
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        if self._launch_devices is not None:
+            self._start_other_ranks()
+        if not is_gpu(self._device):
+            # Ranks sharing a machine's cores: without this each would start one thread per core.
+            ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", self.world_size))
+            paddle.base.core.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
+        paddle.set_device(self._device)
+        if not _fleet_initialised():  # also after the user's init_parallel_env: fleet reuses it
+            if not is_gpu(self._device) and not dist.is_initialized():
+                os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"  # CPU ranks, even under a GPU launcher
+            fleet.init(is_collective=True, strategy=self._strategy)
+        self._user_module.to(device=self._device)
+        if not self._user_wrapped:
+            self.model = fleet.distributed_model(_MethodDispatch(self._user_module))
+        self._setup_amp()
+        if self.grad_scaler is not None:
+            self.grad_scaler = fleet.distributed_scaler(self.grad_scaler)
+
+    def _start_other_ranks(self) -> None:
+        devices = self._launch_devices
+        gpus = [int(device.split(":")[1]) for device in devices] if is_gpu(devices[0]) else None
+        environments = launch_environments(self.world_size, "nccl" if gpus else "gloo", gpus)
+        os.environ.update(environments[0])
+        self.workers = spawn_workers(self.world_size, lambda rank: environments[rank], self._output_from_new_proc)
+
+    # ------------------------------------------------------------------ forward / backward
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True
+                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        module = self._user_module
+        method = getattr(module, fn_name, None)
+        if callable(method):
+            target, signature = fn_name, method
+        elif fn_name in ("train_step", "evaluate_step"):
+            target, signature = "forward", module.forward
+        else:
+            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
+        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
+            return (module if target == "forward" else method), signature
+        if self._user_wrapped:
+            if target != "forward":
+                raise ValueError(
+                    f"The model is a paddle.DataParallel you wrapped yourself, so only its forward keeps "
+                    f"gradients in sync, but training would call {fn_name!r}. Pass the unwrapped model (the "
+                    "driver wraps it so that train_step is synchronised too) or train through forward.")
+            return self.model, signature
+        return functools.partial(self.model, target), signature
+
+    def no_sync(self) -> ContextManager[Any]:
+        return self.model.no_sync()
+
+    def _fleet_optimizers(self) -> list[Any]:
+        """``fleet.distributed_optimizer`` around each of ``self.optimizers`` (built once per optimizer)."""
+        if [user for user, _ in self._wrapped_optimizers] != self.optimizers:
+            self._wrapped_optimizers = [(optimizer, fleet.distributed_optimizer(optimizer))
+                                        for optimizer in self.optimizers]
+        return [wrapped for _, wrapped in self._wrapped_optimizers]
+
+    def step(self) -> None:
+        scaler = self.grad_scaler
+        if scaler is None:
+            for optimizer in self._fleet_optimizers():
+                optimizer.step()
+        else:
+            for optimizer in self._fleet_optimizers():
+                scaler.step(optimizer)
+            scaler.update()
+
+    # ------------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        dist.barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        holder = [obj]
+        dist.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = []
+        dist.all_gather_object(gathered, obj)
+        return gathered
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Make sure no rank waits forever for this one in a collective."""
+        if self.workers is not None:
+            self.workers.terminate()
+            return
+        # A worker (ours or paddle's launcher's): report and leave at once; the launcher stops the others.
+        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        os._exit(1)

@@ -1,0 +1,69 @@
+"""Which rank this process is, read from paddle's launcher variables, and those variables for our own
+self-launched ranks.
+
+``python -m paddle.distributed.launch`` (and ``paddle.distributed.spawn``) describe each rank with
+``PADDLE_TRAINER_ID``, ``PADDLE_TRAINERS_NUM``, ``PADDLE_TRAINER_ENDPOINTS``,
+``PADDLE_CURRENT_ENDPOINT``, ``PADDLE_MASTER`` (the TCP store of rank 0) and, on CPU,
+``PADDLE_DISTRI_BACKEND=gloo``; ``paddle.distributed.init_parallel_env`` (called by
+``fleet.init``) reads exactly these. A self-launch sets the same ones, so both paths look alike.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Optional
+
+import paddle.distributed as dist
+
+from fastcore_train.launch import free_port
+
+
+@dataclass(frozen=True)
+class World:
+    rank: int
+    local_rank: int
+    world_size: int
+
+
+def world_from_environment() -> Optional[World]:
+    """The rank facts paddle's launcher (or our self-launch) put in the environment, if any."""
+    if "PADDLE_TRAINER_ID" not in os.environ or "PADDLE_TRAINERS_NUM" not in os.environ:
+        return None
+    rank = int(os.environ["PADDLE_TRAINER_ID"])
+    local = os.environ.get("PADDLE_LOCAL_RANK", os.environ.get("PADDLE_RANK_IN_NODE", rank))
+    return World(rank=rank, local_rank=int(local), world_size=int(os.environ["PADDLE_TRAINERS_NUM"]))
+
+
+def world_from_process_group() -> Optional[World]:
+    """The rank facts of a parallel environment the user initialised themselves."""
+    if not dist.is_initialized():
+        return None
+    rank = dist.get_rank()
+    return World(rank=rank, local_rank=int(os.environ.get("PADDLE_LOCAL_RANK", rank)),
+                 world_size=dist.get_world_size())
+
+
+def launch_environments(world_size: int, backend: str, gpu_ids: Optional[list[int]] = None
+                        ) -> list[dict[str, str]]:
+    """Paddle's launcher variables for each rank of a one-machine job we start ourselves.
+
+    ``backend``: ``"gloo"`` (CPU ranks) or ``"nccl"``; ``gpu_ids``: each rank's GPU (nccl only),
+    given to paddle as ``FLAGS_selected_gpus``.
+    """
+    host = "127.0.0.1"
+    endpoints = [f"{host}:{free_port(host)}" for _ in range(world_size)]
+    shared = {
+        "PADDLE_TRAINERS_NUM": str(world_size), "PADDLE_GLOBAL_SIZE": str(world_size),
+        "PADDLE_LOCAL_SIZE": str(world_size), "PADDLE_NNODES": "1",
+        "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints), "PADDLE_MASTER": f"{host}:{free_port(host)}",
+        "PADDLE_DISTRI_BACKEND": backend,
+    }
+    environments = []
+    for rank in range(world_size):
+        environment = {**shared, "PADDLE_TRAINER_ID": str(rank), "PADDLE_GLOBAL_RANK": str(rank),
+                       "PADDLE_LOCAL_RANK": str(rank), "PADDLE_RANK_IN_NODE": str(rank),
+                       "PADDLE_CURRENT_ENDPOINT": endpoints[rank]}
+        if gpu_ids is not None:
+            environment["FLAGS_selected_gpus"] = str(gpu_ids[rank])
+        environments.append(environment)
+    return environments
