@@ -104,14 +104,16 @@ class WorkerGroup:
 
 
 def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]],
-                  output_from_new_proc: str = "only_error") -> WorkerGroup:
-    """Start ranks 1..world_size-1 running this process's command line.
+                  output_from_new_proc: str = "only_error", first_rank: int = 1) -> WorkerGroup:
+    """Start ranks first_rank..world_size-1 running this process's command line.
 
     ``output_from_new_proc``: ``"all"`` (workers print here), ``"ignore"`` (silence them),
     ``"only_error"`` (keep their stderr only), or a folder to write ``rank_N.log`` files into.
+    ``first_rank=0`` starts rank 0 too, for frameworks whose rank cannot be set after import
+    (this process then only supervises the workers).
     """
     processes = []
-    for rank in range(1, world_size):
+    for rank in range(first_rank, world_size):
         env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
         stdout, stderr = _output_streams(output_from_new_proc, rank)
         processes.append(subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr,

@@ -99,3 +99,7 @@ register_backend(BackendEntry(
     name="paddle", framework_module="paddle", module="fastcore_train.backends.paddle",
     driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
 ))
+register_backend(BackendEntry(
+    name="oneflow", framework_module="oneflow", module="fastcore_train.backends.oneflow",
+    driver_names=("oneflow",), install_hint='pip install "fastcore-train[oneflow]" (Python <= 3.10; see docs/backends.md)',
+))

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import numpy as np
 import pytest
@@ -92,6 +93,7 @@ def test_loading_a_damaged_or_foreign_folder_is_a_clear_error(harness, tmp_path)
         trainer.load_checkpoint(tmp_path / "ckpt")
     meta["backend"] = harness.driver_name
     (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
-    (tmp_path / "ckpt" / f"model{trainer.driver.model_file_suffix}").unlink()
+    model_path = tmp_path / "ckpt" / f"model{trainer.driver.model_file_suffix}"
+    shutil.rmtree(model_path) if model_path.is_dir() else model_path.unlink()  # oneflow.save writes a folder
     with pytest.raises(CheckpointError, match="misses its model file"):
         trainer.load_checkpoint(tmp_path / "ckpt")

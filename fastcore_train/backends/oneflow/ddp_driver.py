@@ -1,0 +1,221 @@
+"""``OneflowDDPDriver``: data parallel with ``oneflow.nn.parallel.DistributedDataParallel``.
+
+Started two ways with the same script:
+
+- under ``python -m oneflow.distributed.launch --nproc_per_node N train.py`` (rank facts from its
+  environment);
+- self-launched from a plain ``python train.py`` with a device list. ``import oneflow`` fixes the
+  process's rank and world size when it is first imported and offers no way to change them, so
+  this process cannot become rank 0: it starts *every* rank (0..N-1) as a new process running
+  the same command line, waits for them and exits with their status (it never returns from
+  ``Trainer(...)``). Code before the Trainer therefore runs N+1 times, and anything after
+  ``trainer.run()`` runs in the ranks only.
+
+OneFlow's ``DistributedDataParallel`` adds hooks to the module (it returns the module itself):
+each parameter's gradient is scaled by 1/N and all-reduced once its bucket is ready, and the
+hooks' bookkeeping is reset by a forward hook. The driver wraps the user's model in a module whose
+forward dispatches to any method (``train_step``...), so every training call passes that hook.
+"""
+from __future__ import annotations
+
+import contextlib
+import functools
+import os
+import pickle
+import sys
+import traceback
+from typing import Any, Callable, ContextManager, Iterator, Optional
+
+import oneflow as flow
+from oneflow.nn.parallel import DistributedDataParallel
+
+from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
+from fastcore_train.backends.oneflow.world import World, launch_environments
+from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
+from fastcore_train.log import logger
+
+
+class _MethodDispatch(flow.nn.Module):
+    """Lets the DDP module's forward run any model method, so its gradient hooks are armed."""
+
+    def __init__(self, model: flow.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+
+    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
+        if fastcore_method == "forward":
+            return self.model(*args, **kwargs)
+        return getattr(self.model, fastcore_method)(*args, **kwargs)
+
+
+class OneflowDDPDriver(OneflowSingleDriver):
+    """One rank of a oneflow DDP job, or (``supervise=True``) the plain process that starts them."""
+
+    def __init__(self, model: flow.nn.Module, device: Any, world: World, fp16: bool = False,
+                 oneflow_kwargs: Optional[dict[str, Any]] = None, supervise: bool = False,
+                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+        oneflow_kwargs = dict(oneflow_kwargs or {})
+        self._ddp_kwargs = oneflow_kwargs.pop("ddp_kwargs", {})
+        super().__init__(model, device=device, fp16=fp16, oneflow_kwargs=oneflow_kwargs, **kwargs)
+        if not isinstance(output_from_new_proc, (str, os.PathLike)):
+            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
+                             f"got {output_from_new_proc!r}.")
+        self.world = world
+        self._supervise = supervise
+        self._output_from_new_proc = str(output_from_new_proc)
+        self._user_ddp = bool(getattr(model, "_is_ddp_module", False))
+        self._skip_sync = False
+
+    # ------------------------------------------------------------------ facts
+    def is_distributed(self) -> bool:
+        return True
+
+    @property
+    def rank(self) -> int:
+        return self.world.rank
+
+    @property
+    def world_size(self) -> int:
+        return self.world.world_size
+
+    @property
+    def local_rank(self) -> int:
+        return self.world.local_rank
+
+    def unwrap_model(self) -> flow.nn.Module:
+        return self._user_module
+
+    @property
+    def _user_module(self) -> flow.nn.Module:
+        return self.model.model if isinstance(self.model, _MethodDispatch) else self.model
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        if self._supervise:
+            self._run_ranks_and_exit()
+        if flow.env.get_world_size() != self.world_size:
+            raise RuntimeError(
+                f"oneflow was imported with world size {flow.env.get_world_size()}, but this rank belongs to a job "
+                f"of {self.world_size}; oneflow reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when first imported, "
+                "so set them before importing it (python -m oneflow.distributed.launch does).")
+        if self._device.type == "cpu":
+            # Ranks sharing a machine's cores: without this each would start one thread per core.
+            ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+            flow.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
+        self._user_module.to(self._device)
+        if not self._user_ddp:
+            self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
+            self.model.register_forward_hook(self._after_ddp_forward)
+        self._setup_amp()
+        self._setup_rng()
+
+    def _run_ranks_and_exit(self) -> None:
+        """Start ranks 0..N-1 in new processes, wait for them, and end this process with their status."""
+        environments = launch_environments(self.world_size)
+        logger.info("Starting %d oneflow ranks in new processes (oneflow fixes a process's rank when it is "
+                    "imported); this process only waits for them.", self.world_size)
+        groups: list[WorkerGroup] = [spawn_workers(1, lambda rank: environments[rank], "all", first_rank=0)]
+        if self.world_size > 1:
+            groups.append(spawn_workers(self.world_size, lambda rank: environments[rank], self._output_from_new_proc))
+        try:
+            for group in groups:
+                for process in group.processes:
+                    process.wait()
+        except KeyboardInterrupt:
+            for group in groups:
+                group.terminate()
+            sys.stdout.flush()
+            os._exit(130)
+        failed = any(process.returncode != 0 for group in groups for process in group.processes)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1 if failed else 0)
+
+    # ------------------------------------------------------------------ forward
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True
+                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        module = self._user_module
+        method = getattr(module, fn_name, None)
+        if callable(method):
+            target, signature = fn_name, method
+        elif fn_name in ("train_step", "evaluate_step"):
+            target, signature = "forward", module.forward
+        else:
+            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
+        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
+            return (module if target == "forward" else method), signature
+        if self._user_ddp:
+            if target != "forward":
+                raise ValueError(
+                    f"The model went through oneflow's DistributedDataParallel yourself, so only its forward keeps "
+                    f"gradients in sync, but training would call {fn_name!r}. Pass the plain model (the driver "
+                    "wraps it so that train_step is synchronised too) or train through forward.")
+            return self.model, signature
+        return functools.partial(self.model, target), signature
+
+    def _after_ddp_forward(self, module: Any, inputs: Any, output: Any) -> None:
+        """Runs after DDP's own forward hook: inside ``no_sync``, mark every gradient bucket as
+        already reduced so that the backward all-reduces nothing."""
+        if self._skip_sync:
+            for state in module._ddp_state_for_reversed_params.values():
+                state[1] = True
+
+    @contextlib.contextmanager
+    def _no_sync(self) -> Iterator[None]:
+        self._skip_sync = True
+        try:
+            yield
+        finally:
+            self._skip_sync = False
+        # DDP's hooks scale every gradient by 1/N even when nothing is reduced: undo that, so the
+        # next synchronised backward averages the accumulated local gradients exactly once.
+        with flow.no_grad():
+            for parameter in self._user_module.parameters():
+                if parameter.grad is not None:
+                    parameter.grad.mul_(float(self.world_size))
+
+    def no_sync(self) -> ContextManager[Any]:
+        """Skip the gradient all-reduce (accumulation micro-steps); oneflow 0.9 has no ``no_sync``."""
+        if self._user_ddp:
+            logger.warning("no_sync is not available for a model you passed through DistributedDataParallel "
+                           "yourself; every accumulation step all-reduces.")
+            return contextlib.nullcontext()
+        return self._no_sync()
+
+    # ------------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        flow.comm.barrier()
+
+    def _comm_device(self) -> flow.device:
+        return self._device
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self._comm_device())
+        size = flow.tensor([payload.numel()], dtype=flow.int64, device=self._comm_device())
+        sizes = [flow.zeros(1, dtype=flow.int64, device=self._comm_device()) for _ in range(self.world_size)]
+        flow.comm.all_gather(sizes, size)
+        longest = max(int(s.item()) for s in sizes)
+        padded = flow.zeros(longest, dtype=flow.uint8, device=self._comm_device())
+        padded[:payload.numel()] = payload
+        gathered = [flow.zeros(longest, dtype=flow.uint8, device=self._comm_device()) for _ in range(self.world_size)]
+        flow.comm.all_gather(gathered, padded)
+        return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        data = pickle.dumps(obj) if self.rank == src else b""
+        size = flow.tensor([len(data)], dtype=flow.int64, device=self._comm_device())
+        flow.comm.broadcast(size, src)
+        payload = flow.zeros(int(size.item()), dtype=flow.uint8, device=self._comm_device())
+        if self.rank == src:
+            payload = flow.tensor(list(data), dtype=flow.uint8, device=self._comm_device())
+        flow.comm.broadcast(payload, src)
+        return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Leave at once, so no rank waits forever in a collective: the launcher (ours, or
+        oneflow's, which kills its process group) stops the others."""
+        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)

@@ -1,0 +1,57 @@
+"""Random state for exact resume, as JSON-able data.
+
+OneFlow 0.9's ``Generator.get_state``/``set_state`` do not restore the stream that ``bernoulli``
+and ``dropout`` draw from (restoring a saved state does not repeat the draws), and each
+``nn.Dropout`` owns a generator of its own. So the driver does not save generator states: it
+reseeds every generator (the default ones via ``flow.manual_seed``, and each module's own) after
+every training backward from ``(base seed, number of backwards)``. That pair is the whole random
+state: a resumed run reseeds from it and continues exactly as an uninterrupted run.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import oneflow as flow
+
+SCHEME = "fastcore_train.oneflow.reseed-per-backward.v1"
+
+
+def module_generators(model: flow.nn.Module) -> list[Any]:
+    """The generators a model's modules own (``nn.Dropout`` keeps one as ``.generator``), in order."""
+    found = []
+    for module in model.modules():
+        generator = getattr(module, "generator", None)
+        if isinstance(generator, flow._oneflow_internal.Generator):
+            found.append(generator)
+    return found
+
+
+class Reseeder:
+    """Derives every generator's seed from ``(base, count)`` and advances ``count`` per backward."""
+
+    def __init__(self, base: int) -> None:
+        self.base = int(base)
+        self.count = 0
+        self.generators: list[Any] = []
+
+    def reseed(self) -> None:
+        seeds = np.random.SeedSequence([self.base, self.count]).generate_state(len(self.generators) + 1,
+                                                                               dtype=np.uint32)
+        flow.manual_seed(int(seeds[0]))  # the CPU generator and every CUDA device's
+        for generator, seed in zip(self.generators, seeds[1:]):
+            generator.manual_seed(int(seed))
+
+    def advance(self) -> None:
+        self.count += 1
+        self.reseed()
+
+    def state(self) -> dict[str, Any]:
+        return {"scheme": SCHEME, "base": self.base, "count": self.count}
+
+    def load(self, state: dict[str, Any]) -> None:
+        if not isinstance(state, dict) or state.get("scheme") != SCHEME:
+            raise ValueError("The random state was not written by fastcore_train's oneflow driver; load a "
+                             "checkpoint written with driver='oneflow'.")
+        self.base, self.count = int(state["base"]), int(state["count"])
+        self.reseed()

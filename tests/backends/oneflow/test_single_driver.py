@@ -1,0 +1,103 @@
+"""OneFlow-specific behaviour of the single-process driver and the dataloader adaptation."""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import oneflow as flow
+import pytest
+from oneflow.utils.data import BatchSampler, DataLoader, SequentialSampler
+
+from fastcore_train import Trainer
+from fastcore_train.backends.oneflow import OneflowSingleDriver, create_driver
+from fastcore_train.backends.oneflow.dataloader import get_dataloader_args, replace_batch_sampler
+from fastcore_train.samplers.adapt import make_reproducible_dataloader
+from tests.conformance.harnesses.base import initial_weights, make_data
+from tests.conformance.harnesses.oneflow import ArrayDataset, Harness
+
+HARNESS = Harness()
+
+
+def test_auto_picks_oneflow_and_builds_a_single_driver():
+    x, y = make_data(16)
+    model = HARNESS.make_model(initial_weights())
+    trainer = Trainer(model, HARNESS.make_dataloader(x, y, 8), HARNESS.make_sgd(model, 0.1), driver="auto",
+                      progress_bar=None)
+    assert isinstance(trainer.driver, OneflowSingleDriver) and trainer.driver.backend == "oneflow"
+
+
+def test_fp16_on_cpu_warns_and_trains_in_float32(caplog):
+    model = HARNESS.make_model(initial_weights())
+    driver = create_driver("oneflow", model, device="cpu", fp16=True)
+    with caplog.at_level(logging.WARNING, logger="fastcore_train"):
+        driver.setup()
+    assert "oneflow.autocast is disabled on CPU" in caplog.text
+    assert driver.grad_scaler is None
+
+
+@pytest.mark.parametrize("device, message", [("tpu", "not a oneflow device"), ("cuda:0", "needs CUDA"),
+                                             (-3, "not a GPU index")])
+def test_bad_devices_say_what_to_do(device, message):
+    if device == "cuda:0" and flow.cuda.is_available():
+        pytest.skip("CUDA is available here")
+    with pytest.raises(ValueError, match=message):
+        create_driver("oneflow", HARNESS.make_model(initial_weights()), device=device)
+
+
+def test_save_model_writes_a_folder_that_load_model_reads(tmp_path):
+    model = HARNESS.make_model(initial_weights())
+    driver = create_driver("oneflow", model)
+    driver.setup()
+    driver.save_model(tmp_path / "m.oneflow")
+    assert (tmp_path / "m.oneflow").is_dir()
+    other = create_driver("oneflow", HARNESS.make_model(initial_weights(seed=3)))
+    other.load_model(tmp_path / "m.oneflow")
+    x, _ = make_data(5)
+    np.testing.assert_array_equal(HARNESS.predict(other.model, x), HARNESS.predict(model, x))
+    with pytest.raises(FileNotFoundError, match="not a folder written by oneflow.save"):
+        other.load_model(tmp_path / "missing")
+
+
+def test_rng_state_round_trip_repeats_dropout_masks():
+    """OneFlow 0.9's own get_state/set_state do not repeat dropout draws; the driver's state does."""
+    flow.manual_seed(7)
+    model = HARNESS.make_model(initial_weights(), dropout=0.5)
+    driver = create_driver("oneflow", model)
+    driver.setup()
+    model.train()
+    x = flow.from_numpy(make_data(8)[0])
+    driver.backward(model(x).sum())
+    state = driver.get_rng_state()
+    assert isinstance(state["base"], int) and state["count"] == 1
+    first = model(x).numpy()
+    driver.set_rng_state(state)
+    np.testing.assert_array_equal(model(x).numpy(), first)
+    with pytest.raises(ValueError, match="not written by fastcore_train's oneflow driver"):
+        driver.set_rng_state({"cpu": [1, 2, 3]})
+
+
+def test_reproducible_dataloader_leaves_the_users_loader_untouched():
+    x, y = make_data(20)
+    user = DataLoader(ArrayDataset(x, y, with_index=True), batch_size=6, shuffle=True, drop_last=True)
+    args = get_dataloader_args(user)
+    assert args.sampler_kind == "random" and args.batch_size == 6 and args.drop_last and args.default_batching
+    driver = create_driver("oneflow", HARNESS.make_model(initial_weights()))
+    replaced = make_reproducible_dataloader(driver, user, seed=3, num_replicas=2, rank=1)
+    assert type(replaced) is DataLoader and replaced is not user
+    assert type(user.batch_sampler) is BatchSampler
+    indices = [i for batch in replaced for i in HARNESS.indices_of(batch)]
+    assert len(indices) == 6 and len(set(indices)) == 6  # this rank's half of 3 full batches
+
+
+def test_a_custom_batch_sampler_is_replayed_and_a_subclass_without_batch_sampler_is_refused():
+    x, y = make_data(10)
+    custom = BatchSampler(SequentialSampler(range(10)), 4, False)
+    loader = DataLoader(ArrayDataset(x, y), batch_sampler=custom)
+    assert get_dataloader_args(loader).default_batching
+
+    class Fixed(DataLoader):
+        def __init__(self, dataset):
+            super().__init__(dataset, batch_size=2)
+
+    with pytest.raises(TypeError, match="takes no batch_sampler"):
+        replace_batch_sampler(Fixed(ArrayDataset(x, y)), custom)

@@ -1,0 +1,89 @@
+"""The oneflow side of the conformance suite."""
+from __future__ import annotations
+
+import numpy as np
+import oneflow as flow
+from oneflow.utils.data import DataLoader, Dataset
+
+from tests.conformance.harnesses.base import BackendHarness
+
+
+class MLP(flow.nn.Module):
+    def __init__(self, weights: dict[str, np.ndarray], dropout: float) -> None:
+        super().__init__()
+        self.fc1 = flow.nn.Linear(*weights["w1"].shape)
+        self.fc2 = flow.nn.Linear(*weights["w2"].shape)
+        self.dropout = flow.nn.Dropout(dropout)
+        with flow.no_grad():
+            self.fc1.weight.copy_(flow.from_numpy(weights["w1"].T.copy()))
+            self.fc1.bias.copy_(flow.from_numpy(weights["b1"].copy()))
+            self.fc2.weight.copy_(flow.from_numpy(weights["w2"].T.copy()))
+            self.fc2.bias.copy_(flow.from_numpy(weights["b2"].copy()))
+
+    def forward(self, x: flow.Tensor) -> flow.Tensor:
+        return self.fc2(self.dropout(flow.relu(self.fc1(x))))
+
+    def train_step(self, x: flow.Tensor, y: flow.Tensor) -> dict[str, flow.Tensor]:
+        return {"loss": flow.nn.functional.cross_entropy(self(x), y)}
+
+    def evaluate_step(self, x: flow.Tensor) -> dict[str, flow.Tensor]:
+        return {"pred": self(x)}
+
+
+class ArrayDataset(Dataset):
+    def __init__(self, x: np.ndarray, y: np.ndarray, with_index: bool = False) -> None:
+        self.x, self.y = flow.from_numpy(x), flow.from_numpy(y)
+        self.with_index = with_index
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, index: int) -> dict[str, flow.Tensor]:
+        sample = {"x": self.x[index], "y": self.y[index]}
+        if self.with_index:
+            sample["idx"] = index
+        return sample
+
+
+def _numpy(tensor: flow.Tensor) -> np.ndarray:
+    return tensor.detach().cpu().numpy().copy()
+
+
+class Harness(BackendHarness):
+    driver_name = "oneflow"
+
+    def make_model(self, weights, dropout=0.0):
+        return MLP(weights, dropout)
+
+    def get_weights(self, model):
+        return {"w1": _numpy(model.fc1.weight).T.copy(), "b1": _numpy(model.fc1.bias),
+                "w2": _numpy(model.fc2.weight).T.copy(), "b2": _numpy(model.fc2.bias)}
+
+    def make_sgd(self, model, lr, momentum=0.0):
+        return flow.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
+
+    def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
+        return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
+
+    def make_lr_scheduler(self, optimizer):
+        return flow.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+
+    def indices_of(self, batch):
+        return [int(i) for i in batch["idx"]]
+
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+        model.train()
+        for index, (x, y) in enumerate(batches, start=1):
+            loss = flow.nn.functional.cross_entropy(model(flow.from_numpy(x)), flow.from_numpy(y))
+            (loss * loss_scale if loss_scale != 1.0 else loss).backward()
+            if index % step_every == 0:
+                optimizer.step()
+                optimizer.zero_grad()
+
+    def predict(self, model, x):
+        model.eval()
+        with flow.no_grad():
+            return model(flow.from_numpy(x)).numpy()
+
+    def foreign_object(self):
+        return object()
