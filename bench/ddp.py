@@ -14,20 +14,29 @@ fresh processes that this script starts (it launches itself with ``--worker NAME
   sets each rank's threads (``cores // local world size``); this script does not.
 * ``trainer torchrun`` (with ``--torchrun``): the same Trainer under
   ``python -m torch.distributed.run --standalone --nproc_per_node 2``.
+* ``hand 1-proc, half threads`` (with ``--scaling``): the hand loop in 1 process with a DDP
+  rank's threads (``cores // 2``), to show how well ``cores`` threads scale.
 
 Every configuration warms up (``--warmup`` steps, then a fresh epoch starts), then times one
 epoch of ``--steps`` steps per rank: every rank gets ``--steps`` batches of 256 samples, so the
-2-rank runs process twice the samples. The DDP timings start after a barrier and end after the
-last step's gradients are reduced (the loop's own barrier / DDP's), so they cover the slower rank.
-The configurations run one after another (never two at once), ``--repeats`` times, the order
-reversed on every other repeat; each configuration's median time is used.
+2-rank runs process twice the samples. Rank 0 takes a time stamp after every step (the hand
+loops after ``zero_grad``, the Trainer through one ``on_train_batch_end`` listener, its only
+one); the DDP timings start after a barrier and end after the last step's gradients are reduced,
+so the slower rank sets them. The configurations run one after another (never two at once),
+``--repeats`` times, the order reversed on every other repeat.
 
-Reported: steps/s and samples/s of each configuration, and
+Reported, per configuration: the median step time (over every timed step of every repeat) and
+the total of the timed steps (median over repeats), each turned into samples/s; then
 
-* ``ddp speed-up`` = trainer DDP samples/s / trainer 1-proc samples/s (the number the target
-  applies to),
+* ``ddp speed-up`` = trainer DDP samples/s / trainer 1-proc samples/s, from the median step
+  times (robust to short disturbances on a shared machine); the number the target applies to.
+  The same ratio from the totals is printed beside it.
 * the same ratio for the hand-written loops: what this machine allows, with no toolkit involved,
   so a gap between the two is the toolkit's and a low hand ratio is the machine's.
+
+Note what the ratio compares on a machine of N cores: 2 ranks of N/2 threads against 1 process
+of N threads on the same cores. It exceeds 1 only as far as N threads scale worse than N/2 do,
+minus what the gradient all-reduce costs; the hand-written ratio shows that ceiling.
 
 Same data, same start: the final weights of hand 1-proc and trainer 1-proc must agree, and so
 must those of hand DDP and trainer DDP (both split the data ``indices[rank::2]``), and the two
@@ -35,7 +44,7 @@ ranks of a DDP run; the script prints whether they do.
 
 It is a measurement, not a test: it always exits 0 and prints PASS or MISS against the target.
 
-    .venv/bin/python bench/ddp.py [--steps 30] [--warmup 5] [--repeats 2] [--torchrun] [--profile]
+    .venv/bin/python bench/ddp.py [--steps 30] [--warmup 5] [--repeats 2] [--torchrun] [--scaling] [--profile]
 """
 from __future__ import annotations
 
@@ -66,6 +75,7 @@ LR = 0.01
 # name -> (label, ranks, how it is started)
 CONFIGS = {
     "hand-1proc": ("hand 1-proc", 1, "python"),
+    "hand-1proc-half": ("hand 1-proc, half threads", 1, "python"),  # --scaling: cores // 2 threads
     "hand-ddp": ("hand DDP", WORLD_SIZE, "spawn"),
     "trainer-1proc": ("trainer 1-proc", 1, "python"),
     "trainer-ddp": ("trainer DDP (self-launch)", WORLD_SIZE, "python"),
@@ -134,13 +144,14 @@ class Timer:
     """Wall and process-CPU seconds of the timed section, optionally under cProfile."""
 
     def __init__(self, profile: bool) -> None:
+        self.stamps: list[float] = []  # perf_counter() at the end of each timed step
         self.profiler = None
         if profile:
             import cProfile
             self.profiler = cProfile.Profile()
 
     def __enter__(self) -> "Timer":
-        self.wall, self.cpu = time.perf_counter(), time.process_time()
+        self.start, self.cpu = time.perf_counter(), time.process_time()
         if self.profiler is not None:
             self.profiler.enable()
         return self
@@ -148,8 +159,13 @@ class Timer:
     def __exit__(self, *exc: Any) -> None:
         if self.profiler is not None:
             self.profiler.disable()
-        self.wall = time.perf_counter() - self.wall
+        self.wall = time.perf_counter() - self.start
         self.cpu = time.process_time() - self.cpu
+
+    def step_seconds(self) -> list[float]:
+        """Seconds of each step; the first one includes starting the epoch (iterator, barrier)."""
+        edges = [self.start, *self.stamps]
+        return [b - a for a, b in zip(edges, edges[1:])]
 
     def profile_text(self, steps: int, top: int = 22) -> Optional[str]:
         if self.profiler is None:
@@ -173,6 +189,8 @@ class Timer:
 
 
 def worker(name: str, args: argparse.Namespace) -> None:
+    from time import perf_counter
+
     import torch
     import torch.distributed as dist
     from torch.utils.data import DataLoader
@@ -181,11 +199,10 @@ def worker(name: str, args: argparse.Namespace) -> None:
     rank = int(os.environ.get("RANK", "0"))  # set for hand DDP / torchrun; a self-launch sets it in setup
     profile = args.profile
     dataset, model, optimizer = build_task(args.steps, world_size)
-    started = time.perf_counter()
 
     if name.startswith("hand"):
         from torch.utils.data.distributed import DistributedSampler
-        torch.set_num_threads(max(1, cores() // world_size))
+        torch.set_num_threads(max(1, cores() // (WORLD_SIZE if name == "hand-1proc-half" else world_size)))
         sampler = None
         if world_size > 1:
             dist.init_process_group("gloo", rank=rank, world_size=world_size)
@@ -195,7 +212,7 @@ def worker(name: str, args: argparse.Namespace) -> None:
         cross_entropy = torch.nn.functional.cross_entropy
         barrier = dist.barrier if world_size > 1 else (lambda: None)
 
-        def epoch(limit: Optional[int] = None) -> int:
+        def epoch(limit: Optional[int] = None, stamps: Optional[list[float]] = None) -> int:
             model.train()
             done = 0
             for batch in loader:
@@ -203,6 +220,8 @@ def worker(name: str, args: argparse.Namespace) -> None:
                 loss.backward()
                 optimizer.step()
                 optimizer.zero_grad(set_to_none=True)
+                if stamps is not None:
+                    stamps.append(perf_counter())
                 done += 1
                 if done == limit:
                     break
@@ -211,12 +230,12 @@ def worker(name: str, args: argparse.Namespace) -> None:
         epoch(args.warmup)
         barrier()
         with Timer(profile and rank == 0) as timer:
-            steps = epoch()
+            steps = epoch(stamps=timer.stamps)
             barrier()
         unwrapped = model.module if world_size > 1 else model
         batch_size = loader.batch_size
     else:
-        from fastcore_train import Trainer
+        from fastcore_train import Event, Trainer
         if world_size == 1:
             torch.set_num_threads(cores())  # the DDP driver picks its ranks' threads itself
         device = "cpu" if world_size == 1 else ["cpu"] * world_size
@@ -229,8 +248,12 @@ def worker(name: str, args: argparse.Namespace) -> None:
         trainer.run(num_train_batch_per_epoch=args.warmup, num_eval_sanity_batch=0)
         trainer.state.cur_epoch_idx = 0  # a fresh epoch on the same Trainer, as in overhead.py
         before = trainer.global_forward_batches
+        timer = Timer(profile and rank == 0)
+        stamp = timer.stamps.append
+        # The one listener: a time stamp per step (the hand loops take the same).
+        trainer.add_callback_fn(Event.on_train_batch_end(), lambda _: stamp(perf_counter()))
         trainer.driver.barrier()
-        with Timer(profile and rank == 0) as timer:
+        with timer:
             trainer.run(num_eval_sanity_batch=0)  # ends with barriers on every rank
         steps = trainer.global_forward_batches - before
         unwrapped = trainer.model
@@ -240,7 +263,7 @@ def worker(name: str, args: argparse.Namespace) -> None:
     result = {
         "config": name, "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),
         "steps": steps, "batch_size": batch_size, "seconds": timer.wall, "cpu_seconds": timer.cpu,
-        "setup_and_warmup_seconds": time.perf_counter() - started - timer.wall,
+        "step_seconds": timer.step_seconds(),
         "weights": weights_digest(unwrapped), "torch": torch.__version__,
         "profile": timer.profile_text(steps),
     }
@@ -311,25 +334,27 @@ def run_config(name: str, args: argparse.Namespace, out_dir: Path, profile: bool
     return {"name": name, "ranks": results, "process_seconds": process_seconds, "errors": errors}
 
 
-def summarise(name: str, runs: list[dict[str, Any]], args: argparse.Namespace) -> Optional[dict[str, Any]]:
+def summarise(name: str, runs: list[dict[str, Any]]) -> Optional[dict[str, Any]]:
     ok = [run for run in runs if not run["errors"] and run["ranks"]]
     if not ok:
         return None
-    # A DDP run takes as long as its slowest rank (they end in lockstep anyway).
-    seconds = [max(r["seconds"] for r in run["ranks"]) for run in ok]
-    rank0 = [run["ranks"][0] for run in ok]
     ranks = CONFIGS[name][1]
+    rank0 = [run["ranks"][0] for run in ok]
+    # A DDP run takes as long as its slowest rank (they end in lockstep anyway).
+    totals = [max(r["seconds"] for r in run["ranks"]) for run in ok]
     steps = rank0[0]["steps"]
-    median = statistics.median(seconds)
+    step_medians = [statistics.median(r["step_seconds"]) for r in rank0]
+    median_step = statistics.median([t for r in rank0 for t in r["step_seconds"]])  # pooled over repeats
+    median_total = statistics.median(totals)
     return {
-        "seconds": seconds, "median": median, "steps": steps, "ranks": ranks,
+        "ranks": ranks, "steps": steps, "batch_size": rank0[0]["batch_size"],
         "threads": sorted({r["threads"] for run in ok for r in run["ranks"]}),
-        "batch_size": rank0[0]["batch_size"],
-        "steps_per_s": steps / median, "samples_per_s": steps * BATCH_SIZE * ranks / median,
-        "cpu_per_wall": statistics.median(r["cpu_seconds"] / r["seconds"] for r in rank0),
+        "totals": totals, "median_total": median_total, "step_medians": step_medians, "median_step": median_step,
+        "samples_per_s": BATCH_SIZE * ranks / median_step,
+        "samples_per_s_total": steps * BATCH_SIZE * ranks / median_total,
+        "cpu_per_wall": [r["cpu_seconds"] / r["seconds"] for r in rank0],
         "process_seconds": statistics.median(run["process_seconds"] for run in ok),
         "weights": [[r["weights"] for r in run["ranks"]] for run in ok],
-        "profile": rank0[-1].get("profile"),
     }
 
 
@@ -340,6 +365,8 @@ def main(argv: Any = None) -> int:
     parser.add_argument("--repeats", type=int, default=2,
                         help="times each configuration runs, order reversed every other time (default 2)")
     parser.add_argument("--torchrun", action="store_true", help="also time the Trainer under torch.distributed.run")
+    parser.add_argument("--scaling", action="store_true",
+                        help="also time the hand loop in 1 process with a DDP rank's threads (cores // 2)")
     parser.add_argument("--profile", action="store_true",
                         help="afterwards, cProfile the timed steps of rank 0 of hand DDP and trainer DDP")
     parser.add_argument("--timeout", type=float, default=150, help="seconds one configuration may take (default 150)")
@@ -359,9 +386,12 @@ def main(argv: Any = None) -> int:
     names = ["hand-1proc", "hand-ddp", "trainer-ddp", "trainer-1proc"]
     if args.torchrun:
         names.insert(3, "trainer-torchrun")
+    if args.scaling:
+        names.insert(1, "hand-1proc-half")
     runs: dict[str, list[dict[str, Any]]] = {name: [] for name in names}
     errors: list[str] = []
     profiles: dict[str, Optional[str]] = {}
+    load_before = os.getloadavg()
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="fastcore_ddp_bench_") as tmp:
         out_dir = Path(tmp)
@@ -377,52 +407,63 @@ def main(argv: Any = None) -> int:
                 profiles[name] = run["ranks"][0].get("profile") if run["ranks"] else None
     total = time.perf_counter() - started
 
-    summary = {name: summarise(name, runs[name], args) for name in names}
+    summary = {name: summarise(name, runs[name]) for name in names}
     torch_version = next((run["ranks"][0]["torch"] for rs in runs.values() for run in rs if run["ranks"]), "?")
     print(f"fastcore_train DDP speed-up: MLP {'-'.join(map(str, SIZES))}, batch {BATCH_SIZE} per rank, SGD, "
           f"{args.steps} timed steps after {args.warmup} warm-up, {args.repeats} repeat(s), torch {torch_version}, "
-          f"gloo, {cores()} cores (os.cpu_count), python {sys.version.split()[0]}")
+          f"gloo, python {sys.version.split()[0]}")
+    print(f"{cores()} cores (os.cpu_count); load average before {load_before[0]:.2f}, after {os.getloadavg()[0]:.2f} "
+          f"(1 min); total time {total:.0f} s")
     print()
     base = {"hand": summary.get("hand-1proc"), "trainer": summary.get("trainer-1proc")}
-    print(f"  {'configuration':<26} {'ranks':>5} {'thr/rank':>8} {'batch':>5} {'median s':>9} {'steps/s':>8} "
-          f"{'samples/s':>10} {'vs 1-proc':>9} {'cpu/wall':>8} {'proc s':>7}")
+    print(f"  {'configuration':<26} {'ranks':>5} {'thr':>3} {'step ms':>8} {'samples/s':>9} {'x 1-proc':>8} "
+          f"{'total s':>8} {'samples/s':>9} {'x 1-proc':>8} {'cpu/wall':>9} {'proc s':>6}")
     for name in names:
         s = summary[name]
         label = CONFIGS[name][0]
         if s is None:
-            print(f"  {label:<26} {'failed':>5}")
+            print(f"  {label:<26} failed")
             continue
         ref = base["hand" if name.startswith("hand") else "trainer"]
-        vs = f"{s['samples_per_s'] / ref['samples_per_s']:9.2f}" if ref else f"{'-':>9}"
-        print(f"  {label:<26} {s['ranks']:5d} {','.join(map(str, s['threads'])):>8} {s['batch_size']!s:>5} "
-              f"{s['median']:9.3f} {s['steps_per_s']:8.2f} {s['samples_per_s']:10.0f} {vs} "
-              f"{s['cpu_per_wall']:8.2f} {s['process_seconds']:7.1f}")
-    print("  (median s: timed section, median over repeats, slowest rank; vs 1-proc: samples/s over the same\n"
-          "   kind's 1-process samples/s; cpu/wall: rank 0's process CPU time over wall time, gloo threads\n"
-          "   included; proc s: whole configuration incl. interpreter start, imports, rendezvous, warm-up)")
+        x_step = f"{s['samples_per_s'] / ref['samples_per_s']:8.2f}" if ref else f"{'-':>8}"
+        x_total = f"{s['samples_per_s_total'] / ref['samples_per_s_total']:8.2f}" if ref else f"{'-':>8}"
+        cpu = "/".join(f"{c:.1f}" for c in s["cpu_per_wall"])
+        print(f"  {label:<26} {s['ranks']:5d} {','.join(map(str, s['threads'])):>3} {1e3 * s['median_step']:8.1f} "
+              f"{s['samples_per_s']:9.0f} {x_step} {s['median_total']:8.3f} {s['samples_per_s_total']:9.0f} "
+              f"{x_total} {cpu:>9} {s['process_seconds']:6.1f}")
+    print(f"  (thr: torch threads per rank; step ms: median step time, all timed steps of all repeats, rank 0;\n"
+          f"   total s: the {args.steps} timed steps, slowest rank, median over repeats; samples/s: {BATCH_SIZE} x ranks\n"
+          f"   per step, from the step median and from the total; x 1-proc: over the same kind's 1-process\n"
+          f"   samples/s; cpu/wall: rank 0's process CPU time over wall time per repeat (gloo threads included):\n"
+          f"   about {cores()} for an undisturbed 1-process run; proc s: the whole configuration, median: interpreter\n"
+          f"   start, imports, rendezvous, rank 1's self-launch, warm-up)")
     print()
 
-    def ratios(ddp: str, single: str) -> list[float]:
+    def speedup(ddp: str, single: str, key: str = "samples_per_s") -> Optional[float]:
+        a, b = summary.get(ddp), summary.get(single)
+        return a[key] / b[key] if a and b else None
+
+    pairs = [("hand-written", "hand-ddp", "hand-1proc"), ("trainer", "trainer-ddp", "trainer-1proc")]
+    if args.torchrun:
+        pairs.append(("trainer torchrun", "trainer-torchrun", "trainer-1proc"))
+    for label, ddp, single in pairs:
         a, b = summary.get(ddp), summary.get(single)
         if not a or not b:
-            return []
-        return [WORLD_SIZE * t1 / t2 for t1, t2 in zip(b["seconds"], a["seconds"])]
-
-    for label, ddp, single in (("hand-written", "hand-ddp", "hand-1proc"), ("trainer", "trainer-ddp", "trainer-1proc"),
-                               ("trainer torchrun", "trainer-torchrun", "trainer-1proc")):
-        per_repeat = ratios(ddp, single)
-        if per_repeat:
-            print(f"  speed-up per repeat, {label + ':':<18} " + "  ".join(f"{r:.2f}" for r in per_repeat))
-    hand_ratio = trainer_ratio = None
-    if base["hand"] and summary.get("hand-ddp"):
-        hand_ratio = summary["hand-ddp"]["samples_per_s"] / base["hand"]["samples_per_s"]
-    if base["trainer"] and summary.get("trainer-ddp"):
-        trainer_ratio = summary["trainer-ddp"]["samples_per_s"] / base["trainer"]["samples_per_s"]
-    if base["hand"] and base["trainer"]:
-        print(f"  trainer / hand throughput, 1 process:  {base['trainer']['samples_per_s'] / base['hand']['samples_per_s']:.3f}")
-    if summary.get("hand-ddp") and summary.get("trainer-ddp"):
-        print(f"  trainer / hand throughput, 2 ranks:    "
-              f"{summary['trainer-ddp']['samples_per_s'] / summary['hand-ddp']['samples_per_s']:.3f}")
+            continue
+        per_repeat = [WORLD_SIZE * t1 / t2 for t1, t2 in zip(b["step_medians"], a["step_medians"])]
+        print(f"  speed-up {label + ':':<18} {speedup(ddp, single):.2f} by step median, "
+              f"{speedup(ddp, single, 'samples_per_s_total'):.2f} by total; per repeat (step medians) "
+              + " ".join(f"{r:.2f}" for r in per_repeat))
+    half, full = summary.get("hand-1proc-half"), summary.get("hand-1proc")
+    if half and full:
+        gain = half["median_step"] / full["median_step"]
+        print(f"  thread scaling, hand 1-proc {cores()} vs {max(1, cores() // WORLD_SIZE)} thread(s): {gain:.2f}x faster per step, "
+              f"so 2 ranks can reach at most ~{WORLD_SIZE / gain:.2f}x (no all-reduce cost)")
+    for label, trainer, hand in (("1 process", "trainer-1proc", "hand-1proc"), ("2 ranks", "trainer-ddp", "hand-ddp")):
+        ratio = speedup(trainer, hand)
+        if ratio is not None:
+            print(f"  trainer / hand throughput, {label + ':':<11} {ratio:.3f} by step median, "
+                  f"{speedup(trainer, hand, 'samples_per_s_total'):.3f} by total")
 
     def same(*names_: str) -> str:
         got = [summary.get(n) for n in names_]
@@ -430,9 +471,13 @@ def main(argv: Any = None) -> int:
             return "n/a"
         digests = {d for s in got for run in s["weights"] for d in run}
         return "yes" if len(digests) == 1 else f"NO ({len(digests)} distinct)"
-    print(f"  same final weights: hand/trainer 1-proc {same('hand-1proc', 'trainer-1proc')}; "
-          f"hand/trainer DDP, all ranks {same('hand-ddp', 'trainer-ddp', *(['trainer-torchrun'] if args.torchrun else []))}")
-    print(f"  total time {total:.0f} s")
+    ddp_names = ["hand-ddp", "trainer-ddp"] + (["trainer-torchrun"] if args.torchrun else [])
+    print(f"  same final weights: hand and trainer 1-proc: {same('hand-1proc', 'trainer-1proc')}; "
+          f"hand and trainer DDP, every rank: {same(*ddp_names)}")
+    busy = [c for name in ("hand-1proc", "trainer-1proc") if summary.get(name) for c in summary[name]["cpu_per_wall"]]
+    if cores() > 1 and busy and min(busy) < 0.8 * cores():
+        print(f"  NOTE: a 1-process run got {min(busy):.1f} of {cores()} cores (cpu/wall): something else was using the\n"
+              "  machine, so the ratios mostly measure that; run again on a quiet machine.")
     for name, text in profiles.items():
         print()
         print(f"cProfile of {CONFIGS[name][0]}, rank 0, timed steps (profiler overhead included):")
@@ -443,6 +488,7 @@ def main(argv: Any = None) -> int:
         for error in errors:
             print("  " + error.replace("\n", "\n    "))
     print()
+    hand_ratio, trainer_ratio = speedup("hand-ddp", "hand-1proc"), speedup("trainer-ddp", "trainer-1proc")
     if hand_ratio is not None:
         print(f"hand-written ddp speed-up (2 ranks vs 1 process): {hand_ratio:.2f}  (reference: this machine, no toolkit)")
     if trainer_ratio is None:
@@ -451,7 +497,6 @@ def main(argv: Any = None) -> int:
         print(f"ddp speed-up (2 ranks vs 1 process): {trainer_ratio:.2f}  target >= {TARGET:.1f}  "
               f"{'PASS' if trainer_ratio >= TARGET else 'MISS'}")
     return 0
-
 
 if __name__ == "__main__":
     sys.exit(main())

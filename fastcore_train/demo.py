@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Optional
 
 from fastcore_train.data import load_digits
 from fastcore_train.drivers.registry import available_driver_names, backend_for_driver_name, load_backend

@@ -5,11 +5,25 @@ from typing import Any, Optional
 
 from fastcore_train.events.callback import Callback
 
+_ATTRIBUTES = "__plain_attributes__"
+
+
+def _is_plain(value: Any) -> bool:
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_is_plain(item) for item in value)
+    if isinstance(value, dict):
+        return all(isinstance(key, str) and _is_plain(item) for key, item in value.items())
+    return False
+
 
 class LRSchedCallback(Callback):
     """Steps ``scheduler`` after each optimizer step (``step_on="batch"``) or each epoch.
 
-    Its ``state_dict()`` goes into checkpoints, so a resumed run continues the schedule.
+    Its ``state_dict()`` goes into checkpoints, so a resumed run continues the schedule. A
+    scheduler without one (e.g. jittor's) is saved as its plain attributes (numbers, strings and
+    containers of them), everything but the optimizer it drives.
     """
 
     def __init__(self, scheduler: Any, step_on: str = "batch") -> None:
@@ -33,10 +47,17 @@ class LRSchedCallback(Callback):
             self.scheduler.step()
 
     def on_save_checkpoint(self, trainer: Any) -> Optional[dict]:
-        return self.scheduler.state_dict() if hasattr(self.scheduler, "state_dict") else None
+        if hasattr(self.scheduler, "state_dict"):
+            return self.scheduler.state_dict()
+        return {_ATTRIBUTES: {name: value for name, value in vars(self.scheduler).items()
+                              if name != "optimizer" and _is_plain(value)}}
 
     def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
         if states is None:
+            return
+        if _ATTRIBUTES in states and not hasattr(self.scheduler, "state_dict"):
+            for name, value in states[_ATTRIBUTES].items():
+                setattr(self.scheduler, name, value)
             return
         load = getattr(self.scheduler, "load_state_dict", None) or getattr(self.scheduler, "set_state_dict")
         load(states)

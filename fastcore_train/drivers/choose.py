@@ -39,7 +39,7 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
     if not backend.is_model(model):
         found = framework_of(model)
         where = f"a {found} model" if found else f"an object of type {type(model).__qualname__}"
-        suggestion = f"use driver='auto'" if found and backend_for_model(model) else \
+        suggestion = "use driver='auto'" if found and backend_for_model(model) else \
             f"pass a {entry.framework_module} model"
         raise ValueError(
             f"driver={driver_name!r} trains {entry.framework_module} models, but got {where}; "

@@ -94,6 +94,10 @@ class Driver(ABC):
         """The user's model, without any wrapper the driver put around it."""
         return self.model
 
+    def full_params(self) -> ContextManager[Any]:
+        """A context in which ``unwrap_model()`` holds whole weights (sharded drivers gather them)."""
+        return contextlib.nullcontext()
+
     # ------------------------------------------------------------------ forward / backward
     @abstractmethod
     def get_model_call_fn(self, fn_name: str, for_training: bool = True

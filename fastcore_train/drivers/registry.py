@@ -100,6 +100,10 @@ register_backend(BackendEntry(
     driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
 ))
 register_backend(BackendEntry(
+    name="jittor", framework_module="jittor", module="fastcore_train.backends.jittor",
+    driver_names=("jittor",), install_hint='pip install "fastcore-train[jittor]" (needs numpy<2; its core compiles on first import)',
+))
+register_backend(BackendEntry(
     name="oneflow", framework_module="oneflow", module="fastcore_train.backends.oneflow",
     driver_names=("oneflow",), install_hint='pip install "fastcore-train[oneflow]" (Python <= 3.10; see docs/backends.md)',
 ))

@@ -6,13 +6,13 @@ environment), or inside a process group the user initialised.
 """
 from __future__ import annotations
 
-import contextlib
+import atexit
 import functools
 import os
 import sys
+import time
 import traceback
-from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional, Sequence
+from typing import Any, Callable, ContextManager, Optional
 
 import torch
 import torch.distributed as dist
@@ -21,7 +21,18 @@ from torch.nn.parallel import DistributedDataParallel
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.world import World
 from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, free_port, spawn_workers
-from fastcore_train.log import logger
+
+
+def _end_process_group() -> None:
+    """At exit, destroy the group we created, then let gloo's worker threads release their work.
+
+    Releasing a finished work drops its tensors, which needs the GIL; a gloo thread asking for it
+    while the interpreter finalizes aborts the process ("terminate called without an active
+    exception", exit -6) after training succeeded.
+    """
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    time.sleep(0.05)  # releases the GIL for those threads
 
 
 class _MethodDispatch(torch.nn.Module):
@@ -89,6 +100,7 @@ class TorchDDPDriver(TorchSingleDriver):
             if self._device.type == "cuda":
                 torch.cuda.set_device(self._device)
             dist.init_process_group(backend=backend, rank=self.rank, world_size=self.world_size)
+            atexit.register(_end_process_group)
         self._user_module.to(self._device)
         if not self._user_ddp:
             self.model = self.wrap_model(_MethodDispatch(self._user_module))

@@ -1,0 +1,98 @@
+"""``JittorMPIDriver``: data parallel over MPI ranks, jittor's own way.
+
+A jittor Dataset's ``batch_size`` keeps jittor's MPI meaning, the global batch: each rank trains
+on ``batch_size / N`` samples of it, drawn by the Trainer's samplers. Under ``mpirun -np N python
+train.py`` jittor knows its rank (``jt.rank``, ``jt.world_size``) and
+its optimizers average gradients across ranks inside ``backward`` (and broadcast rank 0's
+parameters on the first step), so a rank trains like one process on its share of every global
+batch. From a plain ``python train.py`` with a device list, :meth:`JittorMPIDriver.setup` (run
+inside ``Trainer.__init__``) replaces the process with ``mpirun`` running the same command line.
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import sys
+import traceback
+from typing import Any, Optional
+
+import jittor as jt
+from jittor.dataset import Dataset
+
+from fastcore_train.backends.jittor import collectives
+from fastcore_train.backends.jittor.launch import exec_under_mpirun
+from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
+from fastcore_train.log import logger
+from fastcore_train.samplers.adapt import BatchedIndices
+
+
+class JittorMPIDriver(JittorSingleDriver):
+    """One MPI rank of a data-parallel job; ``launch_world_size`` (set when not yet under MPI) is
+    the number of ranks to start with mpirun."""
+
+    def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
+                 jittor_kwargs: Optional[dict[str, Any]] = None, launch_world_size: Optional[int] = None,
+                 **kwargs: Any) -> None:
+        kwargs.pop("output_from_new_proc", None)  # mpirun prints every rank's output
+        super().__init__(model, device=device, fp16=fp16, jittor_kwargs=jittor_kwargs, **kwargs)
+        self._launch_world_size = launch_world_size
+
+    # ------------------------------------------------------------------ facts
+    def is_distributed(self) -> bool:
+        return True
+
+    @property
+    def rank(self) -> int:
+        return int(jt.rank) if jt.in_mpi else 0
+
+    @property
+    def world_size(self) -> int:
+        return int(jt.world_size) if jt.in_mpi else (self._launch_world_size or 1)
+
+    @property
+    def local_rank(self) -> int:
+        return int(jt.mpi.local_rank()) if jt.in_mpi else 0
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        if not jt.in_mpi:
+            exec_under_mpirun(self.world_size)  # does not return
+        super().setup()
+        # Same starting weights everywhere, whatever each rank initialised.
+        for parameter in self.unwrap_model().parameters():
+            parameter.assign(parameter.mpi_broadcast(0))
+        jt.sync_all()
+
+    # ------------------------------------------------------------------ data
+    def get_dataloader_args(self, dataloader: Any) -> Any:
+        """As in one process, except that a jittor Dataset's ``batch_size`` is the global batch (jittor's
+        meaning under MPI): each rank's share is ``ceil(batch_size / world_size)``."""
+        args = super().get_dataloader_args(dataloader)
+        if args is None or not isinstance(dataloader, Dataset):
+            return args
+        per_rank = -(-args.batch_size // self.world_size)
+        if per_rank * self.world_size != args.batch_size and self.is_global_zero():
+            logger.warning("batch_size=%d is not divisible by the %d MPI ranks: each rank takes %d samples per "
+                           "batch, so training on it differs from one process with batch_size=%d.",
+                           args.batch_size, self.world_size, per_rank, args.batch_size)
+        return dataclasses.replace(args, batch_size=per_rank,
+                                   batch_sampler=BatchedIndices(args.sampler, per_rank, args.drop_last))
+
+    # ------------------------------------------------------------------ collectives
+    def barrier(self) -> None:
+        jt.sync_all()
+        collectives.barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        return collectives.broadcast_object(obj, src)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return collectives.all_gather_object(obj)
+
+    def on_exception(self, exception: BaseException) -> None:
+        """Report and leave at once: mpirun then ends every other rank (they may wait in a collective)."""
+        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+        sys.stderr.flush()
+        sys.stdout.flush()
+        os._exit(1)

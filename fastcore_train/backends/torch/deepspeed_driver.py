@@ -1,0 +1,286 @@
+"""``TorchDeepSpeedDriver``: data parallel through a DeepSpeed engine (ZeRO stages 0-3).
+
+Launched exactly like :class:`TorchDDPDriver` (a device list self-launches, torchrun or a process
+group the user set up supply the ranks), with the same failure handling. The model is wrapped
+in the method-dispatching module and handed to ``deepspeed.initialize`` together with the
+user's optimizer, so every training call (``train_step`` included) runs through the engine's
+forward, where ZeRO's hooks live; backward and step go through the engine too.
+
+``deepspeed_kwargs={"config": {...}}`` is a DeepSpeed config (dict or JSON path). Defaults where
+it is silent:
+
+- ``train_micro_batch_size_per_gpu`` 1: bookkeeping only, the Trainer does its own batching;
+- ``gradient_accumulation_steps`` 1, always: accumulate with ``Trainer(accumulation_steps=n)``;
+  the driver marks the non-final micro-batches as no accumulation boundary for the engine, which
+  then accumulates without reducing (the Trainer divides the loss by ``n`` itself);
+- ``zero_allow_untested_optimizer`` true: the Trainer's optimizer is a client optimizer;
+- ``gradient_clipping`` 0: DeepSpeed's own default (1.0) would clip where other drivers do not.
+
+On CUDA ``fp16=True`` turns on DeepSpeed's ``fp16`` mode unless the config has an ``fp16``,
+``bf16`` or ``torch_autocast`` section; on CPU it means bfloat16 autocast, as for the other torch
+drivers. The config may not hold an ``optimizer`` section: the Trainer's optimizer is used.
+
+Checkpoints are collective (``collective_save``): ``save_model`` gathers the full weights and
+rank 0 writes a plain torch state dict; ``save_training_state`` writes a DeepSpeed checkpoint
+folder (``engine.save_checkpoint``: every rank writes its own optimizer shard), which is resumed
+with the same number of ranks.
+"""
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import os
+import types
+from pathlib import Path
+from typing import Any, ContextManager, Iterator, Optional, Union
+
+import torch
+import torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel
+
+from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.world import World, world_from_environment
+from fastcore_train.launch import free_port
+
+# deepspeed itself (seconds to import) is imported where it is used, after a self-launching rank 0
+# has started the other ranks, so that their start-up overlaps; its absence is reported at once.
+if importlib.util.find_spec("deepspeed") is None:  # pragma: no cover - depends on the environment
+    raise ImportError('driver="deepspeed" needs the deepspeed package: DS_BUILD_OPS=0 pip install '
+                      '"fastcore-train[deepspeed]" (keep your torch pinned, e.g. with a constraints file).')
+
+__all__ = ["TorchDeepSpeedDriver", "create_driver"]
+
+#: The tag of the DeepSpeed checkpoint inside a training-state folder.
+CHECKPOINT_TAG = "fastcore_train"
+_DEEPSPEED_KWARGS = {"config"}
+_PRECISION_KEYS = ("fp16", "bf16", "torch_autocast")
+
+
+def build_config(user_config: Union[None, str, os.PathLike, dict[str, Any]], fp16: bool,
+                 on_cuda: bool) -> dict[str, Any]:
+    """The DeepSpeed config: the user's, completed with what the Trainer's way of training needs."""
+    if user_config is None:
+        config: dict[str, Any] = {}
+    elif isinstance(user_config, dict):
+        config = dict(user_config)
+    elif isinstance(user_config, (str, os.PathLike)):
+        if not Path(user_config).is_file():
+            raise FileNotFoundError(f"No DeepSpeed config file at {str(user_config)!r}.")
+        import hjson  # DeepSpeed's own config reader (a superset of JSON), installed with it
+        with open(user_config, encoding="utf-8") as handle:
+            config = dict(hjson.load(handle))
+    else:
+        raise TypeError(f"deepspeed_kwargs['config'] must be a dict or a path to a DeepSpeed JSON config, "
+                        f"got {type(user_config).__name__}.")
+    if config.get("gradient_accumulation_steps", 1) != 1:
+        raise ValueError(
+            f"deepspeed config sets gradient_accumulation_steps={config['gradient_accumulation_steps']}; the "
+            "Trainer feeds the engine one micro-batch per call, so accumulate with Trainer(accumulation_steps=n) "
+            "and leave gradient_accumulation_steps at 1.")
+    if "optimizer" in config:
+        raise ValueError(
+            "deepspeed config has an 'optimizer' section, but the driver trains with the optimizer given to the "
+            "Trainer. Remove the section and pass that optimizer instead (DeepSpeed's own optimizers, e.g. "
+            "deepspeed.ops.adam.DeepSpeedCPUAdam for ZeRO-Offload, can be passed too).")
+    config["gradient_accumulation_steps"] = 1
+    if "train_batch_size" not in config:
+        config.setdefault("train_micro_batch_size_per_gpu", 1)
+    config.setdefault("zero_allow_untested_optimizer", True)
+    # DeepSpeed (0.19.8 at least) clips gradients to norm 1.0 unless told otherwise; the Trainer's other
+    # drivers never clip on their own, so neither does this one (set gradient_clipping to clip).
+    config.setdefault("gradient_clipping", 0.0)
+    if fp16 and on_cuda and not any(key in config for key in _PRECISION_KEYS):
+        # DeepSpeed keeps fp32 master weights and scales the loss dynamically; auto_cast converts
+        # floating-point inputs to half so batches need no manual casting.
+        config["fp16"] = {"enabled": True, "auto_cast": True}
+    return config
+
+
+class TorchDeepSpeedDriver(TorchDDPDriver):
+    """One rank of a DeepSpeed job; see the module docstring for configuration and checkpoints.
+
+    After set-up ``self.model`` (and ``self.engine``) is the ``DeepSpeedEngine``; ``unwrap_model()``
+    is the user's module, whose parameters are placeholders under ZeRO-3: use
+    :meth:`full_state_dict` (collective) or ``Trainer.save_model`` for its weights.
+    """
+
+    collective_save = True
+
+    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+                 deepspeed_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+        if isinstance(model, DistributedDataParallel):
+            raise ValueError("driver='deepspeed' wraps the model in a DeepSpeed engine itself; pass the model "
+                             "without DistributedDataParallel.")
+        deepspeed_kwargs = dict(deepspeed_kwargs or {})
+        unknown = set(deepspeed_kwargs) - _DEEPSPEED_KWARGS
+        if unknown:
+            raise TypeError(f"Unknown deepspeed_kwargs {sorted(unknown)}; accepted: {sorted(_DEEPSPEED_KWARGS)} "
+                            "(put DeepSpeed settings inside deepspeed_kwargs['config']).")
+        for other in ("fairscale_kwargs", "torch_fsdp_kwargs"):
+            kwargs.pop(other, None)
+        super().__init__(model, device, world, fp16=fp16, **kwargs)
+        self._config = build_config(deepspeed_kwargs.get("config"), fp16, self._device.type == "cuda")
+        self.engine: Optional[Any] = None
+
+    # ------------------------------------------------------------------ set-up
+    def set_optimizers(self, optimizers: Any) -> None:
+        super().set_optimizers(optimizers)
+        if len(self.optimizers) != 1:
+            raise ValueError(f"driver='deepspeed' trains with exactly one optimizer (a DeepSpeed engine wraps one), "
+                             f"got {len(self.optimizers)}.")
+
+    def setup(self) -> None:
+        if self.world_size == 1 and not dist.is_initialized() and world_from_environment() is None:
+            # One process, no launcher: give torch.distributed (and DeepSpeed, which otherwise looks
+            # for MPI) the rendezvous facts of a world of one.
+            os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
+                               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
+        super().setup()  # launches the other ranks, joins the process group, calls wrap_model
+        self.grad_scaler = None  # DeepSpeed scales fp16 losses itself
+
+    def wrap_model(self, dispatch: torch.nn.Module) -> Any:
+        """Build the DeepSpeed engine around the dispatching module and the user's optimizer."""
+        import deepspeed
+        from deepspeed.accelerator import get_accelerator
+        accelerator = get_accelerator().device_name()
+        if accelerator != self._device.type:
+            raise ValueError(
+                f"DeepSpeed chose its {accelerator!r} accelerator but this rank's device is {str(self._device)!r}. "
+                f"Set DS_ACCELERATOR={self._device.type} before starting Python, or pass a {accelerator} device.")
+        deepspeed.init_distributed(dist_backend=dist.get_backend())  # reuses the process group set up above
+        args = types.SimpleNamespace(device_rank=self._device.index) if self._device.type == "cuda" else None
+        engine, _, _, _ = deepspeed.initialize(args=args, model=dispatch,
+                                               optimizer=self.optimizers[0] if self.optimizers else None,
+                                               config=self._config)
+        self.engine = engine
+        return engine
+
+    @property
+    def zero_stage(self) -> int:
+        """The ZeRO stage the engine runs (0 before set-up)."""
+        return self.engine.zero_optimization_stage() if self.engine is not None else 0
+
+    def _engine_dtype(self) -> Optional[torch.dtype]:
+        if self.engine is None:
+            return None
+        if self.engine.fp16_enabled():
+            return torch.float16
+        if self.engine.bfloat16_enabled():
+            return torch.bfloat16
+        return None
+
+    # ------------------------------------------------------------------ forward / backward
+    def auto_cast(self) -> ContextManager[Any]:
+        dtype = self._engine_dtype()
+        if dtype is not None:  # half-precision weights: evaluation on the bare module needs autocast too
+            return torch.autocast(device_type=self._device.type, dtype=dtype)
+        return super().auto_cast()
+
+    def evaluate_context(self) -> ContextManager[Any]:
+        """No gradients; under ZeRO-3 also gather the weights once and lift ZeRO's hooks, so that
+        ranks evaluating different numbers of batches need no collective per forward."""
+        if self.zero_stage != 3:
+            return torch.no_grad()
+        from deepspeed.runtime.zero.stage3 import unwrap_model_for_generation
+        stack = contextlib.ExitStack()
+        stack.enter_context(torch.no_grad())
+        stack.enter_context(unwrap_model_for_generation(self.engine))
+        return stack
+
+    def no_sync(self) -> ContextManager[Any]:
+        """A micro-batch that is not the last of an accumulation group: the engine accumulates
+        gradients without reducing them (ZeRO 2/3 keep partitioning as they need)."""
+        return self._not_a_boundary()
+
+    @contextlib.contextmanager
+    def _not_a_boundary(self) -> Iterator[None]:
+        self.engine.set_gradient_accumulation_boundary(False)
+        try:
+            yield
+        finally:
+            self.engine.set_gradient_accumulation_boundary(True)
+
+    def backward(self, loss: torch.Tensor) -> None:
+        self.engine.backward(loss)
+
+    def step(self) -> None:
+        self.engine.step()  # steps the optimizer (and any DeepSpeed LR scheduler), then clears gradients
+
+    def zero_grad(self) -> None:
+        self.engine.zero_grad()
+
+    # ------------------------------------------------------------------ weights
+    def full_state_dict(self) -> dict[str, torch.Tensor]:
+        """The user's module's complete state dict on CPU, on every rank.
+
+        Collective under ZeRO-3 (every rank must call it): partitioned weights are gathered.
+        """
+        module = self._user_module
+        with self._gathered(modifier_rank=None):
+            return {name: tensor.detach().cpu().clone() for name, tensor in module.state_dict().items()}
+
+    def _gathered(self, modifier_rank: Optional[int]) -> ContextManager[Any]:
+        if self.zero_stage != 3:
+            return contextlib.nullcontext()
+        from deepspeed.runtime.zero import GatheredParameters  # deepspeed.zero.GatheredParameters
+        return GatheredParameters(list(self._user_module.parameters()), modifier_rank=modifier_rank)
+
+    def load_full_state_dict(self, state: dict[str, torch.Tensor]) -> None:
+        """Load a complete state dict into the module (every rank must call it) and refresh the
+        optimizer's fp32 master copy of the weights."""
+        with self._gathered(modifier_rank=0):  # under ZeRO-3 rank 0's copy is re-partitioned to all
+            self._user_module.load_state_dict(state)
+        optimizer = getattr(self.engine, "optimizer", None)
+        if hasattr(optimizer, "refresh_fp32_params"):
+            optimizer.refresh_fp32_params()
+
+    # ------------------------------------------------------------------ persistence (every rank calls these)
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        if not only_state_dict:
+            raise ValueError("driver='deepspeed' saves the model as a state dict gathered from every rank; pickling "
+                             "the module itself (only_state_dict=False) would capture DeepSpeed's hooks and "
+                             "partitioned parameters. Pass only_state_dict=True.")
+        state = self.full_state_dict()
+        if self.is_global_zero():
+            torch.save(state, path, **kwargs)
+
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        loaded = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
+        if isinstance(loaded, torch.nn.Module):
+            loaded = loaded.state_dict()
+        elif not isinstance(loaded, dict):
+            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
+        self.load_full_state_dict(loaded)
+
+    def save_training_state(self, path: Path) -> None:
+        """Write a DeepSpeed checkpoint folder at ``path``: weights, each rank's optimizer (and loss
+        scaler) shard, the engine's counters. Every rank writes its own files."""
+        self.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG)
+
+    def load_training_state(self, path: Path) -> None:
+        if not Path(path).is_dir():
+            raise ValueError(f"{str(path)!r} is not a DeepSpeed checkpoint folder; this checkpoint was not written "
+                             "by driver='deepspeed'.")
+        load_path, _ = self.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG, load_optimizer_states=True,
+                                                   load_lr_scheduler_states=True)
+        if load_path is None:
+            raise ValueError(f"DeepSpeed could not load the training state in {str(path)!r}.")
+
+    # ------------------------------------------------------------------ failures
+    def on_exception(self, exception: BaseException) -> None:
+        if self.world_size > 1:  # one process has no peers to stop: let the exception propagate
+            super().on_exception(exception)
+
+
+def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,
+                  **kwargs: Any) -> TorchDeepSpeedDriver:
+    """``driver="deepspeed"``: the ranks come from a launcher's environment (torchrun), a process
+    group the user initialised, or a device list (this process starts the other ranks); a single
+    device trains in one process (a DeepSpeed world of one)."""
+    from fastcore_train.backends.torch import place_ranks
+
+    placement, single_device = place_ranks(device)
+    if placement is not None:
+        return TorchDeepSpeedDriver(model, placement.device, placement.world, fp16=fp16, launch=placement.launch,
+                                    **kwargs)
+    return TorchDeepSpeedDriver(model, single_device, World(rank=0, local_rank=0, world_size=1), fp16=fp16, **kwargs)

@@ -1,0 +1,227 @@
+"""``TorchFSDPDriver`` (``driver="torch_fsdp"``): data parallel with torch's FullyShardedDataParallel.
+
+Parameters, gradients and optimizer state are sharded across ranks; FSDP gathers a layer's
+parameters for its forward and backward. It runs on CUDA (nccl) and on CPU (gloo), started like
+the DDP driver, whose launch and failure handling it inherits: from a device list (self-launched),
+under torchrun, or inside a process group the user initialised.
+
+The model is wrapped with ``use_orig_params=True``, which keeps every ``Parameter`` object of the
+user's model (FSDP points their data at its shards): the optimizers the user built before the
+Trainer wrapped the model therefore already hold the wrapped parameters, in their order, and are
+used as they are (checked at set-up), so LR schedulers built on them keep working.
+
+Outside forward and backward the user's model holds only this rank's shards; evaluation runs on
+the gathered full parameters (``full_params``), and checkpoints are written through
+``torch.distributed.checkpoint``:
+
+- ``state_dict_type="full"`` (default): the unsharded model state dict, with the user model's own
+  keys, written by rank 0 (loads into any torch driver), and full optimizer state dicts keyed by
+  parameter name;
+- ``state_dict_type="sharded"``: ``model<suffix>`` and ``training_state<suffix>`` become folders
+  holding one file per rank plus metadata (``torch.distributed.checkpoint`` format).
+
+Saving and loading are collective (``collective_save``): every rank must call them. Loading reads
+either layout, whatever ``state_dict_type`` says.
+"""
+from __future__ import annotations
+
+import contextlib
+from pathlib import Path
+from typing import Any, ContextManager, Iterator, Optional
+
+import torch
+import torch.distributed as dist
+import torch.distributed.checkpoint as dcp
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict,
+                                                     get_optimizer_state_dict, set_model_state_dict,
+                                                     set_optimizer_state_dict)
+from torch.distributed.device_mesh import init_device_mesh
+from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
+from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
+
+from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.world import World
+
+STATE_DICT_TYPES = ("full", "sharded")
+_DISPATCH_PREFIX = "model."  # the user's module inside the driver's method-dispatching wrapper
+_HYBRID = (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
+
+
+class TorchFSDPDriver(TorchDDPDriver):
+    """One rank of a torch FSDP job.
+
+    ``torch_fsdp_kwargs``: ``state_dict_type`` (``"full"`` or ``"sharded"``, how checkpoints are
+    written); everything else goes to ``FullyShardedDataParallel`` (``sharding_strategy``,
+    ``auto_wrap_policy``, ``mixed_precision``, ``cpu_offload``...). The driver sets ``device_id``
+    (this rank's device) and ``use_orig_params=True`` itself.
+    """
+
+    collective_save = True
+
+    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+                 torch_fsdp_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+        options = dict(torch_fsdp_kwargs or {})
+        self.state_dict_type = options.pop("state_dict_type", "full")
+        if self.state_dict_type not in STATE_DICT_TYPES:
+            raise ValueError(f"torch_fsdp_kwargs['state_dict_type'] must be one of {STATE_DICT_TYPES}, "
+                             f"got {self.state_dict_type!r}.")
+        if "device_id" in options:
+            raise ValueError("torch_fsdp_kwargs must not set device_id: the driver puts each rank on its "
+                             "device; choose the devices with the Trainer's device= argument.")
+        if not options.pop("use_orig_params", True):
+            raise ValueError("driver='torch_fsdp' needs use_orig_params=True, which keeps your model's Parameter "
+                             "objects so that your optimizers train the sharded model; leave it out.")
+        super().__init__(model, device, world, fp16=fp16, **kwargs)
+        self._fsdp_kwargs = options
+
+    # ------------------------------------------------------------------ set-up
+    def setup(self) -> None:
+        super().setup()
+        if self.grad_scaler is not None:  # gradients are sharded: the scaler must check every rank's
+            self.grad_scaler = ShardedGradScaler("cuda", **self._gradscaler_kwargs)
+
+    def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
+        """``FullyShardedDataParallel`` on this rank's device, keeping the original parameters."""
+        options = {"device_id": self._device, "use_orig_params": True, **self._fsdp_kwargs}
+        if self._device.type == "cuda":
+            options.setdefault("sync_module_states", True)
+        elif not options.get("sync_module_states"):  # FSDP syncs on GPUs only; start equal like DDP
+            for tensor in dispatch.state_dict().values():
+                dist.broadcast(tensor, src=0)
+        hybrid = options.get("sharding_strategy") in _HYBRID
+        if "process_group" not in options and "device_mesh" not in options and not hybrid:
+            # A device mesh makes sharded state dicts DTensors (ShardedTensor is deprecated).
+            options["device_mesh"] = init_device_mesh(self._device.type, (self.world_size,))
+        wrapped = FullyShardedDataParallel(dispatch, **options)
+        self._check_optimizers(wrapped)
+        return wrapped
+
+    def _check_optimizers(self, wrapped: torch.nn.Module) -> None:
+        """The optimizers must hold the wrapped model's parameters, and no state yet."""
+        wrapped_params = {id(p) for p in wrapped.parameters()}
+        for optimizer in self.optimizers:
+            if any(id(p) not in wrapped_params for group in optimizer.param_groups for p in group["params"]):
+                raise ValueError(
+                    f"The {type(optimizer).__name__} optimizer holds parameters that are not the model's; build "
+                    "it from the model passed to the Trainer (e.g. torch.optim.SGD(model.parameters(), ...)).")
+            if optimizer.state:
+                raise ValueError(
+                    f"The {type(optimizer).__name__} optimizer already has state, shaped for unsharded "
+                    "parameters; pass a fresh optimizer and restore state with Trainer.load_checkpoint.")
+
+    def set_optimizers(self, optimizers: Any) -> None:
+        if self._is_set_up:
+            raise RuntimeError("driver='torch_fsdp' checks the optimizers when it wraps the model, so they must "
+                               "be given before set-up: pass them to the Trainer that builds this driver.")
+        super().set_optimizers(optimizers)
+
+    # ------------------------------------------------------------------ evaluation
+    def full_params(self) -> ContextManager[Any]:
+        """Inside it the user's model holds its full parameters on every rank (collective)."""
+        if isinstance(self.model, FullyShardedDataParallel):
+            return FullyShardedDataParallel.summon_full_params(self.model, writeback=False)
+        return contextlib.nullcontext()
+
+    @contextlib.contextmanager
+    def evaluate_context(self) -> Iterator[None]:
+        """No gradients, full parameters: ranks may then evaluate different numbers of batches."""
+        with torch.no_grad(), self.full_params():
+            yield
+
+    # ------------------------------------------------------------------ persistence (collective)
+    def _options(self, full: bool) -> StateDictOptions:
+        # Offloading gathers to rank 0 only; on CPU torch's offload path crashes, and is moot anyway.
+        return StateDictOptions(full_state_dict=full, cpu_offload=full and self._device.type == "cuda")
+
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """The full state dict (rank 0 writes ``path``) or a sharded one (folder ``path``, every rank)."""
+        if not only_state_dict:
+            raise ValueError("driver='torch_fsdp' saves state dicts only; pass only_state_dict=True.")
+        full = self.state_dict_type == "full"
+        state = {_strip(key): value for key, value in
+                 get_model_state_dict(self.model, options=self._options(full)).items()}
+        if not full:
+            dcp.save(state, checkpoint_id=path)
+        elif self.rank == 0:
+            torch.save(state, path, **kwargs)
+
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """Every rank loads; a folder is a sharded checkpoint, a file a full state dict."""
+        path = Path(path)
+        if path.is_dir():
+            state = {_strip(key): value for key, value in
+                     get_model_state_dict(self.model, options=self._options(False)).items()}
+            dcp.load(state, checkpoint_id=path)
+            set_model_state_dict(self.model, _prefixed(state), options=self._options(False))
+            return
+        state = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
+        if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
+            state = state.state_dict()
+        set_model_state_dict(self.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
+
+    def save_training_state(self, path: Path) -> None:
+        """Optimizer (and grad scaler) state, full on rank 0 or sharded into folder ``path``."""
+        full = self.state_dict_type == "full"
+        optimizers = [get_optimizer_state_dict(self.model, optimizer, options=self._options(full))
+                      for optimizer in self.optimizers]
+        scaler = self.grad_scaler.state_dict() if self.grad_scaler is not None else None
+        if not full:
+            state: dict[str, Any] = {f"optimizer_{i}": osd for i, osd in enumerate(optimizers)}
+            if scaler is not None:
+                state["grad_scaler"] = scaler
+            dcp.save(state, checkpoint_id=path)
+        elif self.rank == 0:
+            torch.save({"optimizers": optimizers, "grad_scaler": scaler}, path)
+
+    def load_training_state(self, path: Path) -> None:
+        path = Path(path)
+        if path.is_dir():
+            self._check_count(_saved_optimizer_count(path))
+            state: dict[str, Any] = {f"optimizer_{i}": get_optimizer_state_dict(self.model, optimizer,
+                                                                                options=self._options(False))
+                                     for i, optimizer in enumerate(self.optimizers)}
+            if self.grad_scaler is not None:
+                state["grad_scaler"] = self.grad_scaler.state_dict()
+            dcp.load(state, checkpoint_id=path)
+            options = self._options(False)
+            saved = [state[f"optimizer_{i}"] for i in range(len(self.optimizers))]
+        else:
+            state = torch.load(path, map_location="cpu", weights_only=True)
+            self._check_count(len(state["optimizers"]))
+            options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
+        for optimizer, optimizer_state in zip(self.optimizers, saved):
+            set_optimizer_state_dict(self.model, optimizer, optimizer_state, options=options)
+        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
+            self.grad_scaler.load_state_dict(state["grad_scaler"])
+
+    def _check_count(self, saved: int) -> None:
+        if saved != len(self.optimizers):
+            raise ValueError(
+                f"The checkpoint holds {saved} optimizer state(s) but the trainer has {len(self.optimizers)} "
+                "optimizer(s); pass the same optimizers as when it was saved.")
+
+
+def _strip(key: str) -> str:
+    return key[len(_DISPATCH_PREFIX):] if key.startswith(_DISPATCH_PREFIX) else key
+
+
+def _prefixed(state: dict[str, Any]) -> dict[str, Any]:
+    return {_DISPATCH_PREFIX + key: value for key, value in state.items()}
+
+
+def _saved_optimizer_count(path: Path) -> int:
+    """How many optimizers a sharded training-state folder holds (from its metadata)."""
+    keys = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
+    return len({key.split(".", 1)[0] for key in keys if key.startswith("optimizer_")})
+
+
+def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False, **kwargs: Any) -> TorchFSDPDriver:
+    """A torch FSDP driver for this rank: one device per rank (a device list, torchrun, or a process group)."""
+    torch_fsdp_kwargs = kwargs.pop("torch_fsdp_kwargs", None)
+    for other in ("deepspeed_kwargs", "fairscale_kwargs"):
+        kwargs.pop(other, None)
+    from fastcore_train.backends.torch import data_parallel_placement
+
+    placement = data_parallel_placement("torch_fsdp", model, device)
+    return TorchFSDPDriver(model, placement.device, placement.world, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
+                           launch=placement.launch, **kwargs)

@@ -1,0 +1,188 @@
+"""A job for the FairScale and torch FSDP tests, run as a real script (self-launched or under torchrun).
+
+Usage: python sharded_job.py CONFIG_JSON. Every run trains the conformance MLP with SGD (momentum
+and a step LR schedule by default, so optimizer and scheduler state matter) on ``samples``
+shuffled samples. ``mode``:
+
+- ``"train"``: train with ``driver``; with ``compare_ddp``, then train a fresh model the same way
+  with the DDP driver in the same processes; with ``evaluate``, evaluate the trained model.
+- ``"checkpoint"``: train until batch ``save_at``, save a checkpoint and the model there, and stop;
+  then resume from the checkpoint in a fresh Trainer (fresh model and optimizer) and finish; then
+  load the saved model into a third fresh Trainer.
+
+Each rank writes ``<out>/rank_<r>.npz`` (full weights: ``final.*``, ``ddp.*``) and
+``<out>/rank_<r>.json`` (predictions, evaluation results, driver facts).
+
+The bottom of this file holds what the tests use to run it and read its outputs.
+"""
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[4]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from fastcore_train import Accuracy, Callback, LRSchedCallback, Trainer  # noqa: E402
+from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
+from tests.conformance.harnesses.torch import Harness  # noqa: E402
+
+HARNESS = Harness()
+PREDICT_X = make_data(10, seed=7)[0]
+
+
+def full_params(driver):
+    """The driver's context in which the user's model holds full parameters (sharded drivers)."""
+    return getattr(driver, "full_params", contextlib.nullcontext)()
+
+
+def full_weights(trainer) -> dict:
+    # Cloned inside the context: numpy views of FSDP's gathered parameters would pin their storage.
+    with full_params(trainer.driver):
+        state = {name: value.detach().clone() for name, value in trainer.model.state_dict().items()}
+    model = HARNESS.make_model(initial_weights())
+    model.load_state_dict(state)
+    return HARNESS.get_weights(model)
+
+
+def predictions(trainer) -> list:
+    with full_params(trainer.driver):
+        values = HARNESS.predict(trainer.model, PREDICT_X).tolist()
+    trainer.model.train()
+    return values
+
+
+class Fail(Callback):
+    def __init__(self, rank, at):
+        self.rank, self.at = rank, at
+
+    def on_train_batch_end(self, trainer):
+        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
+            raise RuntimeError(f"rank {self.rank} fails on purpose")
+
+
+class SaveAndStop(Callback):
+    """At batch ``at``: write a checkpoint and the model, note the predictions, stop."""
+
+    def __init__(self, at, folder, record):
+        self.at, self.folder, self.record = at, Path(folder), record
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches == self.at:
+            trainer.save_checkpoint(self.folder / "checkpoint")
+            trainer.save_model(self.folder / "model")
+            self.record["saved_predictions"] = predictions(trainer)
+            trainer.stop_training()
+
+
+def build_trainer(config, driver, callbacks=()):
+    model = HARNESS.make_model(initial_weights())
+    optimizer = HARNESS.make_sgd(model, 0.1, momentum=config.get("momentum", 0.9))
+    callbacks = list(callbacks)
+    if config.get("scheduler", True):
+        callbacks.append(LRSchedCallback(HARNESS.make_lr_scheduler(optimizer)))
+    if "fail_rank" in config:
+        callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
+    x, y = make_data(config.get("samples", 64), seed=4)
+    evaluate = {}
+    if config.get("evaluate"):
+        ex, ey = make_data(config["evaluate"], seed=9)
+        evaluate = dict(evaluate_dataloaders={"dev": HARNESS.make_dataloader(ex, ey, 5)},
+                        metrics={"acc": Accuracy()}, evaluate_input_mapping={"y": "target"})
+    driver_kwargs = {key: config[key] for key in ("fairscale_kwargs", "torch_fsdp_kwargs") if key in config}
+    dataloader = HARNESS.make_dataloader(x, y, config.get("batch_size", 8), shuffle=config.get("shuffle", True))
+    return Trainer(model, dataloader, optimizer, driver=driver, device=config.get("device"),
+                   n_epochs=config.get("n_epochs", 2), progress_bar=None, callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1),
+                   **evaluate, **driver_kwargs)
+
+
+def train(config, out, record, weights):
+    trainer = build_trainer(config, config["driver"])
+    trainer.run(num_eval_sanity_batch=0)
+    weights.update({f"final.{k}": v for k, v in full_weights(trainer).items()})
+    record.update(driver=type(trainer.driver).__name__, world_size=trainer.driver.world_size,
+                  optimizers=[type(o).__name__ for o in trainer.driver.optimizers],
+                  results=trainer.evaluator.run() if trainer.evaluator is not None else {})
+    if config.get("compare_ddp"):
+        ddp = build_trainer(config, "torch")
+        ddp.run(num_eval_sanity_batch=0)
+        weights.update({f"ddp.{k}": v for k, v in full_weights(ddp).items()})
+        record["ddp_driver"] = type(ddp.driver).__name__
+    return trainer.driver.rank
+
+
+def checkpoint(config, out, record, weights):
+    first = build_trainer(config, config["driver"], [SaveAndStop(config["save_at"], out, record)])
+    first.run(num_eval_sanity_batch=0)
+    resumed = build_trainer(config, config["driver"])
+    resumed.run(num_eval_sanity_batch=0, resume_from=out / "checkpoint")
+    weights.update({f"final.{k}": v for k, v in full_weights(resumed).items()})
+    loaded = build_trainer(config, config["driver"])
+    loaded.load_model(out / "model")
+    record.update(loaded_predictions=predictions(loaded), driver=type(loaded.driver).__name__,
+                  resumed_batches=resumed.global_forward_batches)
+    return loaded.driver.rank
+
+
+def main(config):
+    out = Path(config["out"])
+    record, weights = {}, {}
+    rank = (train if config.get("mode", "train") == "train" else checkpoint)(config, out, record, weights)
+    np.savez(out / f"rank_{rank}.npz", **weights)
+    (out / f"rank_{rank}.json").write_text(json.dumps(record))
+
+
+# ---------------------------------------------------------------------- for the tests running this job
+def run_job(config, launcher="self", nproc=2, timeout=120):
+    """Run this script on ``nproc`` ranks; a timed-out job is killed with every process it started."""
+    import pytest
+
+    config = {"device": ["cpu"] * nproc if launcher == "self" else None, **config}
+    if launcher == "self":
+        command = [sys.executable, __file__, json.dumps(config)]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                   __file__, json.dumps(config)]
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+
+
+def outputs(folder, world_size=2):
+    ranks = []
+    for rank in range(world_size):
+        record = json.loads((Path(folder) / f"rank_{rank}.json").read_text())
+        arrays = dict(np.load(Path(folder) / f"rank_{rank}.npz"))
+        record["weights"] = {prefix: {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
+                             for prefix in ("final", "ddp")}
+        ranks.append(record)
+    return ranks
+
+
+def single_process_weights(config):
+    """The same training in this process on the global batch (world size x per-rank batch)."""
+    reference = {**config, "device": "cpu", "batch_size": 2 * config.get("batch_size", 8)}
+    trainer = build_trainer(reference, "torch")
+    trainer.run(num_eval_sanity_batch=0)
+    return HARNESS.get_weights(trainer.model)
+
+
+def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
+    assert set(actual) == set(expected), (sorted(actual), sorted(expected))
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+if __name__ == "__main__":
+    main(json.loads(sys.argv[1]))

@@ -1,0 +1,210 @@
+"""DeepSpeed (ZeRO stages 0-3) with real processes on CPU (gloo): self-launched and under torchrun."""
+from __future__ import annotations
+
+import functools
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("deepspeed") is None:
+    # Skipped where deepspeed is not installed, unless the environment is meant to test it.
+    if os.environ.get("FASTCORE_TRAIN_REQUIRE_DEEPSPEED"):
+        raise ImportError("FASTCORE_TRAIN_REQUIRE_DEEPSPEED is set but deepspeed is not installed.")
+    pytest.skip('driver="deepspeed" needs deepspeed (DS_BUILD_OPS=0 pip install deepspeed)', allow_module_level=True)
+
+import torch  # noqa: E402
+
+from fastcore_train import Accuracy, Evaluator, Trainer  # noqa: E402
+from fastcore_train.backends.torch.deepspeed_driver import TorchDeepSpeedDriver, build_config  # noqa: E402
+from fastcore_train.backends.torch.world import World  # noqa: E402
+from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
+from tests.conformance.harnesses.torch import Harness  # noqa: E402
+
+pytestmark = pytest.mark.distributed
+
+JOB = Path(__file__).parent / "scripts" / "deepspeed_job.py"
+HARNESS = Harness()
+STAGES = [0, 1, 2, 3]
+# The first DeepSpeed start on a machine compiles a C++ op (minutes on 2 cores); later ones load it.
+BUILD_TIMEOUT = 480
+
+
+def run(command: list[str], timeout: float) -> subprocess.CompletedProcess:
+    """Run ``command`` in a session of its own, so that on timeout it is killed with every process
+    it started (ranks, compilers)."""
+    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        stdout, stderr = job.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(job.pid, signal.SIGKILL)
+        stdout, stderr = job.communicate()
+        pytest.fail(f"{command[1:3]} did not end within {timeout} s:\n{stderr[-4000:]}")
+    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+
+
+@functools.cache
+def build_comm_op() -> None:
+    """Build DeepSpeed's CPU communication op once (cached in ~/.cache/torch_extensions) before the
+    first job, so that the jobs' time limits and timings measure the jobs themselves."""
+    code = ("from deepspeed.accelerator import get_accelerator\n"
+            "builder = get_accelerator().create_op_builder('ShareMemCommBuilder')\n"
+            "builder is None or builder.load()\n")
+    done = run([sys.executable, "-c", code], timeout=BUILD_TIMEOUT)
+    assert done.returncode == 0, done.stderr[-4000:]
+
+
+def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
+    build_comm_op()
+    if launcher == "self":
+        config = {"device": ["cpu"] * nproc if nproc > 1 else "cpu", **config}
+        command = [sys.executable, str(JOB), json.dumps(config)]
+    else:
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
+                   str(JOB), json.dumps(config)]
+    return run(command, timeout)
+
+
+def outputs(folder: Path, stage: int, world_size: int) -> list[dict]:
+    prefix = folder / f"stage_{stage}_rank_"
+    return [{**json.loads(Path(f"{prefix}{r}.json").read_text()), "weights": dict(np.load(f"{prefix}{r}.npz"))}
+            for r in range(world_size)]
+
+
+def single_process_weights(global_batch: int, n_epochs: int, momentum: float, shuffle: bool) -> dict:
+    x, y = make_data(64, seed=4)
+    model = HARNESS.make_model(initial_weights())
+    Trainer(model, HARNESS.make_dataloader(x, y, global_batch, shuffle=shuffle), HARNESS.make_sgd(model, 0.1, momentum),
+            driver="torch", n_epochs=n_epochs, progress_bar=None).run(num_eval_sanity_batch=0)
+    return HARNESS.get_weights(model)
+
+
+def assert_close(actual: dict, expected: dict, rtol: float = 1e-5, atol: float = 1e-6) -> None:
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=name)
+
+
+def state_dict_weights(path: Path) -> dict:
+    state = torch.load(path, weights_only=True)
+    return {"w1": state["fc1.weight"].numpy().T, "b1": state["fc1.bias"].numpy(),
+            "w2": state["fc2.weight"].numpy().T, "b2": state["fc2.bias"].numpy()}
+
+
+def test_every_zero_stage_matches_one_process_on_the_global_batch(tmp_path):
+    """2 ranks x batch 4 x 2 accumulated micro-batches = one process on batch 16, for ZeRO 0-3;
+    evaluation (unevenly split: 21 and 20 samples) and save_model agree too."""
+    models = tmp_path / "models"
+    done = run_job({"out": str(tmp_path), "stages": STAGES, "batch_size": 4, "accumulation_steps": 2, "n_epochs": 2,
+                    "shuffle": True, "momentum": 0.9, "evaluate": 41, "save_model": str(models)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(16, n_epochs=2, momentum=0.9, shuffle=True)
+    ex, ey = make_data(41, seed=9)
+    for stage in STAGES:
+        ranks = outputs(tmp_path, stage, 2)
+        for rank in ranks:
+            assert (rank["driver"], rank["world_size"], rank["zero_stage"]) == ("TorchDeepSpeedDriver", 2, stage)
+            assert rank["global_forward_batches"] == 16
+            assert_close(rank["weights"], expected)
+        evaluated = Evaluator(HARNESS.make_model(ranks[0]["weights"]), {"dev": HARNESS.make_dataloader(ex, ey, 5)},
+                              {"acc": Accuracy()}, input_mapping={"y": "target"}, verbose=0).run()
+        assert ranks[0]["results"] == ranks[1]["results"] == evaluated
+        saved = models / f"stage_{stage}"
+        assert [p.name for p in saved.iterdir()] == ["model.pt"], "rank 0 alone writes a plain state dict"
+        assert_close(state_dict_weights(saved / "model.pt"), ranks[0]["weights"], rtol=0, atol=0)
+
+
+def test_a_checkpoint_resumes_exactly(tmp_path):
+    """Checkpoint after batch 3 of 8 under torchrun, resume self-launched: the same final weights
+    (momentum, data order and ZeRO shards restored) as the uninterrupted run, for ZeRO 0-3."""
+    first, second, checkpoints = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
+    first.mkdir(), second.mkdir()
+    common = {"stages": STAGES, "batch_size": 8, "n_epochs": 2, "shuffle": True, "momentum": 0.9}
+    done = run_job({**common, "out": str(first), "save_at": 3, "save_to": str(checkpoints)}, "torchrun")
+    assert done.returncode == 0, done.stderr[-4000:]
+    done = run_job({**common, "out": str(second), "resume_from": str(checkpoints)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(16, n_epochs=2, momentum=0.9, shuffle=True)
+    for stage in STAGES:
+        folder = checkpoints / f"stage_{stage}"
+        assert (folder / "model.pt").is_file() and (folder / "training_state.pt" / "latest").is_file()
+        shards = sorted(p.name for p in (folder / "training_state.pt").glob("*/*optim_states.pt"))
+        assert len(shards) == (2 if stage else 0), shards
+        for uninterrupted, resumed in zip(outputs(first, stage, 2), outputs(second, stage, 2)):
+            assert resumed["global_forward_batches"] == 8
+            assert_close(uninterrupted["weights"], expected)
+            assert_close(resumed["weights"], uninterrupted["weights"], rtol=1e-6, atol=1e-7)
+
+
+def test_one_process_is_a_deepspeed_world_of_one(tmp_path):
+    """No launcher, one device: DeepSpeed runs as a world of one. Trainer.load_model puts weights
+    back into ZeRO's fp32 master copy too: training the same epoch again ends on the same weights."""
+    done = run_job({"out": str(tmp_path), "stages": [2, 3], "batch_size": 8, "accumulation_steps": 2, "reload": True},
+                   nproc=1)
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(16, n_epochs=1, momentum=0.0, shuffle=False)
+    for stage in (2, 3):
+        (rank,) = outputs(tmp_path, stage, 1)
+        assert (rank["world_size"], rank["zero_stage"], rank["global_forward_batches"]) == (1, stage, 16)
+        assert_close(rank["weights"], expected)
+
+
+@pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("self", 0), ("torchrun", 1)])
+def test_a_failing_rank_ends_the_job_quickly(tmp_path, launcher, failing_rank):
+    build_comm_op()  # a one-time build is not the job's time
+    started = time.monotonic()
+    done = run_job({"out": str(tmp_path), "stages": [3], "n_epochs": 50, "fail_rank": failing_rank, "fail_at": 3},
+                   launcher, timeout=90)
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert f"rank {failing_rank} fails on purpose" in done.stderr
+    # A rank left waiting in a collective would hang for DeepSpeed's 30-minute timeout; the margin
+    # here is for start-up on a busy 2-core machine (about 8 s on an idle one).
+    assert elapsed < 60, f"the job took {elapsed:.1f} s to stop"
+    assert not list(tmp_path.glob("stage_*.npz")), "no rank may finish training"
+
+
+def test_config_defaults_suit_the_trainer():
+    config = build_config({"zero_optimization": {"stage": 2}}, fp16=True, on_cuda=False)
+    assert config == {"zero_optimization": {"stage": 2}, "gradient_accumulation_steps": 1,
+                      "train_micro_batch_size_per_gpu": 1, "zero_allow_untested_optimizer": True,
+                      "gradient_clipping": 0.0}, "no DeepSpeed half precision on CPU"
+    assert build_config(None, fp16=True, on_cuda=True)["fp16"] == {"enabled": True, "auto_cast": True}
+    assert "fp16" not in build_config({"bf16": {"enabled": True}}, fp16=True, on_cuda=True)
+    assert build_config({"fp16": {"enabled": False}}, fp16=True, on_cuda=True)["fp16"] == {"enabled": False}
+    assert build_config({"gradient_clipping": 1.0, "train_batch_size": 32}, False, False) == {
+        "gradient_clipping": 1.0, "train_batch_size": 32, "gradient_accumulation_steps": 1,
+        "zero_allow_untested_optimizer": True}
+
+
+def test_config_may_be_a_json_file(tmp_path):
+    path = tmp_path / "ds.json"
+    path.write_text(json.dumps({"zero_optimization": {"stage": 3}}))
+    assert build_config(path, fp16=False, on_cuda=False)["zero_optimization"] == {"stage": 3}
+    with pytest.raises(FileNotFoundError, match="No DeepSpeed config file"):
+        build_config(tmp_path / "missing.json", fp16=False, on_cuda=False)
+
+
+@pytest.mark.parametrize("config, message", [
+    ({"gradient_accumulation_steps": 4}, "Trainer\\(accumulation_steps=n\\)"),
+    ({"optimizer": {"type": "Adam"}}, "optimizer given to the Trainer"),
+])
+def test_config_conflicting_with_the_trainer_is_refused(config, message):
+    with pytest.raises(ValueError, match=message):
+        build_config(config, fp16=False, on_cuda=False)
+
+
+def test_bad_arguments_are_refused_before_any_process_starts():
+    model = HARNESS.make_model(initial_weights())
+    world = World(rank=0, local_rank=0, world_size=1)
+    with pytest.raises(TypeError, match="deepspeed_kwargs"):
+        TorchDeepSpeedDriver(model, "cpu", world, deepspeed_kwargs={"zero_optimization": {"stage": 2}})
+    driver = TorchDeepSpeedDriver(model, "cpu", world)
+    with pytest.raises(ValueError, match="exactly one optimizer"):
+        driver.set_optimizers([HARNESS.make_sgd(model, 0.1), HARNESS.make_sgd(model, 0.1)])

@@ -1,0 +1,92 @@
+"""driver="torch_fsdp" (torch's FullyShardedDataParallel) with real 2-rank jobs on CPU (gloo).
+
+Tests that start processes are marked ``distributed`` (the torch-dist tox env); the argument
+checks run in-process.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from fastcore_train import Accuracy, Evaluator
+from fastcore_train.backends.torch.torch_fsdp_driver import create_driver
+from tests.backends.torch.scripts.sharded_job import (HARNESS, PREDICT_X, assert_close, outputs, run_job,
+                                                      single_process_weights)
+from tests.conformance.harnesses.base import initial_weights, make_data
+
+# 2 ranks x 4 samples x 2 accumulated batches: the same steps as 2 x 8, and as 16 in one process
+ACCUMULATE = {"batch_size": 4, "accumulation_steps": 2}
+TRAIN = {"driver": "torch_fsdp", "n_epochs": 2, "batch_size": 8, "momentum": 0.9}
+
+
+@pytest.mark.distributed
+def test_two_ranks_accumulating_equal_one_process_and_evaluate_alike(tmp_path):
+    done = run_job({**TRAIN, "out": str(tmp_path), "evaluate": 37, **ACCUMULATE})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(TRAIN)
+    ranks = outputs(tmp_path)
+    for rank in ranks:
+        assert rank["driver"] == "TorchFSDPDriver" and rank["world_size"] == 2
+        assert rank["optimizers"] == ["SGD"], "use_orig_params=True: the user's optimizer trains the shards"
+        assert_close(rank["weights"]["final"], expected)
+    ex, ey = make_data(37, seed=9)
+    single = Evaluator(HARNESS.make_model(ranks[0]["weights"]["final"]), {"dev": HARNESS.make_dataloader(ex, ey, 5)},
+                       {"acc": Accuracy()}, input_mapping={"y": "target"}, verbose=0).run()
+    assert ranks[0]["results"] == ranks[1]["results"] == single
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("state_dict_type, launcher", [("full", "self"), ("sharded", "torchrun")])
+def test_checkpoints_round_trip(tmp_path, state_dict_type, launcher):
+    config = {**TRAIN, "mode": "checkpoint", "save_at": 3, "out": str(tmp_path),
+              "torch_fsdp_kwargs": {"state_dict_type": state_dict_type}}
+    done = run_job(config, launcher=launcher)
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(TRAIN)
+    ranks = outputs(tmp_path)
+    for rank in ranks:
+        assert rank["driver"] == "TorchFSDPDriver" and rank["resumed_batches"] == 8
+        # resumed: weights, momentum and LR schedule came back, or the continuation would differ
+        assert_close(rank["weights"]["final"], expected)
+        assert rank["loaded_predictions"] == ranks[0]["saved_predictions"]
+    for saved in (tmp_path / "model" / "model.pt", tmp_path / "checkpoint" / "model.pt",
+                  tmp_path / "checkpoint" / "training_state.pt"):
+        if state_dict_type == "full":
+            assert saved.is_file()
+        else:  # one file per rank, and the metadata
+            assert sorted(p.name for p in saved.iterdir()) == [".metadata", "__0_0.distcp", "__1_0.distcp"]
+    if state_dict_type == "full":  # gathered on rank 0 with the user model's keys: loads without FSDP
+        model = HARNESS.make_model(initial_weights())
+        model.load_state_dict(torch.load(tmp_path / "model" / "model.pt", weights_only=True))
+        np.testing.assert_allclose(HARNESS.predict(model, PREDICT_X), ranks[0]["saved_predictions"], rtol=1e-6)
+
+
+@pytest.mark.distributed
+def test_a_failing_rank_ends_the_job_quickly(tmp_path):
+    started = time.monotonic()
+    done = run_job({**TRAIN, "out": str(tmp_path), "n_epochs": 50, "fail_rank": 1, "fail_at": 3}, "torchrun",
+                   timeout=60)
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert "rank 1 fails on purpose" in done.stderr
+    assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
+    assert not list(tmp_path.glob("rank_*.npz")), "no rank may finish training"
+
+
+@pytest.mark.parametrize("options, error, message", [
+    ({"state_dict_type": "zipped"}, ValueError, "state_dict_type"),
+    ({"device_id": 0}, ValueError, "device="),
+    ({"use_orig_params": False}, ValueError, "use_orig_params=True"),
+])
+def test_bad_torch_fsdp_kwargs_are_refused(options, error, message):
+    model = HARNESS.make_model(initial_weights())
+    with pytest.raises(error, match=message):
+        create_driver(model, device=["cpu", "cpu"], torch_fsdp_kwargs=options)
+
+
+def test_one_device_is_refused():
+    with pytest.raises(ValueError, match="one device per rank"):
+        create_driver(HARNESS.make_model(initial_weights()), device="cpu")

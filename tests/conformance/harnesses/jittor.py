@@ -1,0 +1,94 @@
+"""The jittor side of the conformance suite.
+
+Jittor's ``nn.Linear.weight`` is ``[out, in]`` like torch's, so weights are transposed on the
+way in and out. A jittor Dataset is its own loader (``set_attrs(batch_size=..., shuffle=...)``).
+The hand-written loop is jittor's idiom: ``optimizer.step(loss)``, or ``optimizer.backward``
+per micro-batch and ``optimizer.step()`` when accumulating.
+"""
+from __future__ import annotations
+
+import jittor as jt
+import numpy as np
+from jittor.dataset import Dataset
+
+import fastcore_train.backends.jittor  # noqa: F401  (undoes jittor's exit-on-SIGCHLD handler in this process)
+
+from tests.conformance.harnesses.base import BackendHarness
+
+
+class MLP(jt.Module):
+    def __init__(self, weights: dict[str, np.ndarray], dropout: float) -> None:
+        super().__init__()
+        self.fc1 = jt.nn.Linear(*weights["w1"].shape)
+        self.fc2 = jt.nn.Linear(*weights["w2"].shape)
+        self.dropout = jt.nn.Dropout(dropout)
+        self.fc1.weight.assign(jt.array(weights["w1"].T.copy()))
+        self.fc1.bias.assign(jt.array(weights["b1"]))
+        self.fc2.weight.assign(jt.array(weights["w2"].T.copy()))
+        self.fc2.bias.assign(jt.array(weights["b2"]))
+
+    def execute(self, x: jt.Var) -> jt.Var:
+        return self.fc2(self.dropout(jt.nn.relu(self.fc1(x))))
+
+    def train_step(self, x: jt.Var, y: jt.Var) -> dict[str, jt.Var]:
+        return {"loss": jt.nn.cross_entropy_loss(self(x), y)}
+
+    def evaluate_step(self, x: jt.Var) -> dict[str, jt.Var]:
+        return {"pred": self(x)}
+
+
+class ArrayDataset(Dataset):
+    def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False,
+                 with_index: bool = False) -> None:
+        super().__init__()
+        self.x, self.y = x, y
+        self.with_index = with_index
+        self.set_attrs(total_len=len(x), batch_size=batch_size, shuffle=shuffle)
+
+    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
+        sample = {"x": self.x[index], "y": self.y[index]}
+        if self.with_index:
+            sample["idx"] = np.int64(index)
+        return sample
+
+
+class Harness(BackendHarness):
+    driver_name = "jittor"
+
+    def make_model(self, weights, dropout=0.0):
+        return MLP(weights, dropout)
+
+    def get_weights(self, model):
+        return {"w1": model.fc1.weight.numpy().T.copy(), "b1": model.fc1.bias.numpy().copy(),
+                "w2": model.fc2.weight.numpy().T.copy(), "b2": model.fc2.bias.numpy().copy()}
+
+    def make_sgd(self, model, lr, momentum=0.0):
+        return jt.optim.SGD(model.parameters(), lr, momentum=momentum)
+
+    def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
+        return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)
+
+    def make_lr_scheduler(self, optimizer):
+        return jt.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
+
+    def indices_of(self, batch):
+        return [int(i) for i in batch["idx"].numpy().reshape(-1)]
+
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+        model.train()
+        for index, (x, y) in enumerate(batches, start=1):
+            loss = jt.nn.cross_entropy_loss(model(jt.array(x)), jt.array(y))
+            if step_every == 1 and loss_scale == 1.0:
+                optimizer.step(loss)
+                continue
+            optimizer.backward(loss * loss_scale if loss_scale != 1.0 else loss)
+            if index % step_every == 0:
+                optimizer.step()
+
+    def predict(self, model, x):
+        model.eval()
+        with jt.no_grad():
+            return model(jt.array(x)).numpy()
+
+    def foreign_object(self):
+        return object()
