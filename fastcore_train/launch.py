@@ -20,6 +20,7 @@ import subprocess
 import sys
 import threading
 import time
+import traceback
 from typing import Callable, Optional
 
 from fastcore_train.log import logger
@@ -131,3 +132,19 @@ def _output_streams(choice: str, rank: int) -> tuple[Optional[object], Optional[
     os.makedirs(choice, exist_ok=True)
     log = open(os.path.join(choice, f"rank_{rank}.log"), "w", encoding="utf-8")
     return log, subprocess.STDOUT
+
+
+def stop_job_after_failure(rank: int, exception: BaseException, workers: Optional[WorkerGroup] = None) -> None:
+    """Make sure no rank waits forever in a collective for one that failed.
+
+    The self-launching rank 0 stops its workers and lets the exception propagate. Any other rank
+    (ours, or a framework launcher's) reports and leaves at once; its launcher stops the rest.
+    """
+    if workers is not None:
+        workers.terminate()
+        return
+    sys.stderr.write(f"[rank {rank}] training failed:\n")
+    traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(1)

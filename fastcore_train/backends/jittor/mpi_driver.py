@@ -11,9 +11,6 @@ inside ``Trainer.__init__``) replaces the process with ``mpirun`` running the sa
 from __future__ import annotations
 
 import dataclasses
-import os
-import sys
-import traceback
 from typing import Any, Optional
 
 import jittor as jt
@@ -24,6 +21,7 @@ from fastcore_train.backends.jittor.launch import exec_under_mpirun
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import BatchedIndices
+from fastcore_train.launch import stop_job_after_failure
 
 
 class JittorMPIDriver(JittorSingleDriver):
@@ -90,9 +88,5 @@ class JittorMPIDriver(JittorSingleDriver):
         return collectives.all_gather_object(obj)
 
     def on_exception(self, exception: BaseException) -> None:
-        """Report and leave at once: mpirun then ends every other rank (they may wait in a collective)."""
-        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
-        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+        """Make sure no rank waits forever for this one in a collective."""
+        stop_job_after_failure(self.rank, exception)

@@ -19,11 +19,9 @@ forward dispatches to any method (``train_step``...), so every training call pas
 from __future__ import annotations
 
 import contextlib
-import functools
 import os
 import pickle
 import sys
-import traceback
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 import oneflow as flow
@@ -33,6 +31,8 @@ from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
 from fastcore_train.backends.oneflow.world import World, launch_environments
 from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
 from fastcore_train.log import logger
+from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.launch import stop_job_after_failure
 
 
 class _MethodDispatch(flow.nn.Module):
@@ -134,24 +134,8 @@ class OneflowDDPDriver(OneflowSingleDriver):
     # ------------------------------------------------------------------ forward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
                           ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        module = self._user_module
-        method = getattr(module, fn_name, None)
-        if callable(method):
-            target, signature = fn_name, method
-        elif fn_name in ("train_step", "evaluate_step"):
-            target, signature = "forward", module.forward
-        else:
-            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
-        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
-            return (module if target == "forward" else method), signature
-        if self._user_ddp:
-            if target != "forward":
-                raise ValueError(
-                    f"The model went through oneflow's DistributedDataParallel yourself, so only its forward keeps "
-                    f"gradients in sync, but training would call {fn_name!r}. Pass the plain model (the driver "
-                    "wraps it so that train_step is synchronised too) or train through forward.")
-            return self.model, signature
-        return functools.partial(self.model, target), signature
+        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
+                                  user_wrapped=self._user_ddp, wrapper_name="oneflow DistributedDataParallel")
 
     def _after_ddp_forward(self, module: Any, inputs: Any, output: Any) -> None:
         """Runs after DDP's own forward hook: inside ``no_sync``, mark every gradient bucket as
@@ -212,10 +196,5 @@ class OneflowDDPDriver(OneflowSingleDriver):
         return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))
 
     def on_exception(self, exception: BaseException) -> None:
-        """Leave at once, so no rank waits forever in a collective: the launcher (ours, or
-        oneflow's, which kills its process group) stops the others."""
-        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
-        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
-        sys.stderr.flush()
-        sys.stdout.flush()
-        os._exit(1)
+        """Make sure no rank waits forever for this one in a collective."""
+        stop_job_after_failure(self.rank, exception)

@@ -12,6 +12,7 @@ from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
 from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
+from fastcore_train.drivers.model_calls import single_process_call
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype"}
 
@@ -126,12 +127,7 @@ class OneflowSingleDriver(Driver):
     # ------------------------------------------------------------------ forward / backward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
                           ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        method = getattr(self.model, fn_name, None)
-        if callable(method):
-            return method, None
-        if fn_name in ("train_step", "evaluate_step"):
-            return self.model, self.model.forward
-        raise ValueError(f"The model ({type(self.model).__name__}) has no method {fn_name!r} to call.")
+        return single_process_call(self.model, fn_name)
 
     def set_model_mode(self, mode: str) -> None:
         if mode not in ("train", "eval"):

@@ -9,10 +9,7 @@ inside a parallel environment the user initialised.
 """
 from __future__ import annotations
 
-import functools
 import os
-import sys
-import traceback
 from typing import Any, Callable, ContextManager, Optional
 
 import paddle
@@ -23,6 +20,8 @@ from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
 from fastcore_train.backends.paddle.world import World, launch_environments
 from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
+from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.launch import stop_job_after_failure
 
 
 def _fleet_initialised() -> bool:
@@ -118,24 +117,8 @@ class PaddleFleetDriver(PaddleSingleDriver):
     # ------------------------------------------------------------------ forward / backward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
                           ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        module = self._user_module
-        method = getattr(module, fn_name, None)
-        if callable(method):
-            target, signature = fn_name, method
-        elif fn_name in ("train_step", "evaluate_step"):
-            target, signature = "forward", module.forward
-        else:
-            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
-        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
-            return (module if target == "forward" else method), signature
-        if self._user_wrapped:
-            if target != "forward":
-                raise ValueError(
-                    f"The model is a paddle.DataParallel you wrapped yourself, so only its forward keeps "
-                    f"gradients in sync, but training would call {fn_name!r}. Pass the unwrapped model (the "
-                    "driver wraps it so that train_step is synchronised too) or train through forward.")
-            return self.model, signature
-        return functools.partial(self.model, target), signature
+        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
+                                  user_wrapped=self._user_wrapped, wrapper_name="paddle.DataParallel")
 
     def no_sync(self) -> ContextManager[Any]:
         return self.model.no_sync()
@@ -173,11 +156,4 @@ class PaddleFleetDriver(PaddleSingleDriver):
 
     def on_exception(self, exception: BaseException) -> None:
         """Make sure no rank waits forever for this one in a collective."""
-        if self.workers is not None:
-            self.workers.terminate()
-            return
-        # A worker (ours or paddle's launcher's): report and leave at once; the launcher stops the others.
-        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
-        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
-        sys.stderr.flush()
-        os._exit(1)
+        stop_job_after_failure(self.rank, exception, self.workers)

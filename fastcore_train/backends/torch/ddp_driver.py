@@ -7,11 +7,8 @@ environment), or inside a process group the user initialised.
 from __future__ import annotations
 
 import atexit
-import functools
 import os
-import sys
 import time
-import traceback
 from typing import Any, Callable, ContextManager, Optional
 
 import torch
@@ -21,6 +18,8 @@ from torch.nn.parallel import DistributedDataParallel
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.world import World
 from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, free_port, spawn_workers
+from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.launch import stop_job_after_failure
 
 
 def _end_process_group() -> None:
@@ -122,25 +121,10 @@ class TorchDDPDriver(TorchSingleDriver):
             self._output_from_new_proc)
 
     # ------------------------------------------------------------------ forward
-    def get_model_call_fn(self, fn_name: str, for_training: bool = True) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        module = self._user_module
-        method = getattr(module, fn_name, None)
-        if callable(method):
-            target, signature = fn_name, method
-        elif fn_name in ("train_step", "evaluate_step"):
-            target, signature = "forward", module.forward
-        else:
-            raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
-        if not for_training:  # evaluation needs no gradient sync, and ranks may run different batch counts
-            return (module if target == "forward" else method), signature
-        if self._user_ddp:
-            if target != "forward":
-                raise ValueError(
-                    f"The model is a DistributedDataParallel you wrapped yourself, so only its forward keeps "
-                    f"gradients in sync, but training would call {fn_name!r}. Pass the unwrapped model (the "
-                    "driver wraps it so that train_step is synchronised too) or train through forward.")
-            return self.model, signature
-        return functools.partial(self.model, target), signature
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True
+                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
+        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
+                                  user_wrapped=self._user_ddp, wrapper_name="DistributedDataParallel")
 
     def no_sync(self) -> ContextManager[Any]:
         return self.model.no_sync()
@@ -161,11 +145,4 @@ class TorchDDPDriver(TorchSingleDriver):
 
     def on_exception(self, exception: BaseException) -> None:
         """Make sure no rank waits forever for this one in a collective."""
-        if self.workers is not None:
-            self.workers.terminate()
-            return
-        # A worker (ours or torchrun's): report and leave at once; the launcher stops the others.
-        sys.stderr.write(f"[rank {self.rank}] training failed:\n")
-        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
-        sys.stderr.flush()
-        os._exit(1)
+        stop_job_after_failure(self.rank, exception, self.workers)

@@ -1,0 +1,52 @@
+"""Choosing which model function a step calls: written once, used by every backend's drivers."""
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional
+
+CallFn = tuple[Callable[..., Any], Optional[Callable[..., Any]]]
+DEFAULT_STEP_NAMES = ("train_step", "evaluate_step")
+
+
+def resolve_method(module: Any, fn_name: str, forward_name: str = "forward") -> tuple[str, Callable[..., Any]]:
+    """``(name to call, function whose signature describes it)``.
+
+    The model's method ``fn_name`` if it has one; for the default names (``train_step``,
+    ``evaluate_step``) the framework's forward otherwise; any other missing name is an error.
+    """
+    method = getattr(module, fn_name, None)
+    if callable(method):
+        return fn_name, method
+    if fn_name in DEFAULT_STEP_NAMES:
+        return forward_name, getattr(module, forward_name)
+    raise ValueError(f"The model ({type(module).__name__}) has no method {fn_name!r} to call.")
+
+
+def single_process_call(model: Any, fn_name: str, forward_name: str = "forward") -> CallFn:
+    """The call for one process: a method directly, or ``model(...)`` for the forward (hooks run)."""
+    target, signature = resolve_method(model, fn_name, forward_name)
+    if target == forward_name:
+        return model, signature
+    return signature, None
+
+
+def data_parallel_call(wrapper: Any, module: Any, fn_name: str, for_training: bool, user_wrapped: bool,
+                       wrapper_name: str, forward_name: str = "forward") -> CallFn:
+    """The call for a data-parallel rank.
+
+    Training goes through ``wrapper`` (which dispatches ``wrapper(method_name, ...)`` to the
+    module) so that gradients are synchronised; evaluation calls the module directly, since it
+    needs no synchronisation and ranks may evaluate different numbers of batches. A wrapper the
+    user built can only run its forward.
+    """
+    target, signature = resolve_method(module, fn_name, forward_name)
+    if not for_training:
+        return (module if target == forward_name else signature), signature
+    if user_wrapped:
+        if target != forward_name:
+            raise ValueError(
+                f"The model is a {wrapper_name} you wrapped yourself, so only its forward keeps gradients in "
+                f"sync, but training would call {fn_name!r}. Pass the unwrapped model (the driver wraps it so "
+                "that train_step is synchronised too) or train through forward.")
+        return wrapper, signature
+    return functools.partial(wrapper, target), signature
