@@ -10,7 +10,6 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from fastcore_train import Callback, CheckpointCallback, Event, LRSchedCallback, Trainer, seed_everything

@@ -93,7 +93,8 @@ class TorchDDPDriver(TorchSingleDriver):
             self._start_other_ranks()
         if self._device.type == "cpu":
             # Ranks sharing a machine's cores: without this each would start one thread per core.
-            torch.set_num_threads(max(1, (os.cpu_count() or 1) // int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))))
+            usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+            torch.set_num_threads(max(1, usable // int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))))
         if not dist.is_initialized():
             backend = self._backend or ("nccl" if self._device.type == "cuda" else "gloo")
             if self._device.type == "cuda":

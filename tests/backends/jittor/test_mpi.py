@@ -18,6 +18,7 @@ import pytest
 from fastcore_train import Accuracy, Evaluator, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.jittor import Harness
+from tests.processes import run_process_tree
 
 pytestmark = pytest.mark.distributed
 
@@ -40,15 +41,7 @@ def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float
     command = [sys.executable, str(JOB), json.dumps(config)]
     if launcher == "mpirun":
         command = ["mpirun", "-np", str(nproc), *command]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True, env={**os.environ, **MPI_ENV})
-    try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_process_tree(command, timeout, env={**os.environ, **MPI_ENV})
 
 
 def outputs(folder: Path, world_size: int) -> list[dict]:

@@ -19,6 +19,7 @@ from fastcore_train import Accuracy, Evaluator, Trainer
 from fastcore_train.launch import free_port
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.oneflow import Harness
+from tests.processes import run_process_tree
 
 pytestmark = pytest.mark.distributed
 
@@ -42,16 +43,7 @@ def job_environment() -> dict[str, str]:
 def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
     config = {"device": ["cpu"] * nproc if launcher == "self" else None, **config}
     command = job_command(config, launcher, nproc)
-    # A session of its own, so that a timed-out job is killed with every process it started.
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True, env=job_environment())
-    try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_process_tree(command, timeout, env=job_environment())
 
 
 def outputs(folder: Path, world_size: int = 2) -> list[dict]:

@@ -16,6 +16,7 @@ import pytest
 from fastcore_train import Accuracy, Evaluator, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.torch import Harness
+from tests.processes import run_process_tree
 
 pytestmark = pytest.mark.distributed
 
@@ -30,15 +31,7 @@ def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                    str(JOB), json.dumps(config)]
-    # A session of its own, so that a timed-out job is killed with every process it started.
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_process_tree(command, timeout)
 
 
 def outputs(folder: Path, world_size: int) -> list[dict]:

@@ -5,7 +5,6 @@ import functools
 import importlib.util
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -27,6 +26,7 @@ from fastcore_train.backends.torch.deepspeed_driver import TorchDeepSpeedDriver,
 from fastcore_train.backends.torch.world import World  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
+from tests.processes import run_process_tree
 
 pytestmark = pytest.mark.distributed
 
@@ -40,14 +40,7 @@ BUILD_TIMEOUT = 480
 def run(command: list[str], timeout: float) -> subprocess.CompletedProcess:
     """Run ``command`` in a session of its own, so that on timeout it is killed with every process
     it started (ranks, compilers)."""
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"{command[1:3]} did not end within {timeout} s:\n{stderr[-4000:]}")
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_process_tree(command, timeout)
 
 
 @functools.cache

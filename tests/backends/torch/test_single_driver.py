@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fastcore_train import Callback, Trainer, choose_driver
+from fastcore_train import Trainer, choose_driver
 from fastcore_train.backends.torch import TorchSingleDriver
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")

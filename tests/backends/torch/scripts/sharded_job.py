@@ -17,9 +17,6 @@ The bottom of this file holds what the tests use to run it and read its outputs.
 """
 import contextlib
 import json
-import os
-import signal
-import subprocess
 import sys
 from pathlib import Path
 
@@ -141,7 +138,7 @@ def main(config):
 # ---------------------------------------------------------------------- for the tests running this job
 def run_job(config, launcher="self", nproc=2, timeout=120):
     """Run this script on ``nproc`` ranks; a timed-out job is killed with every process it started."""
-    import pytest
+    from tests.processes import run_process_tree
 
     config = {"device": ["cpu"] * nproc if launcher == "self" else None, **config}
     if launcher == "self":
@@ -149,14 +146,7 @@ def run_job(config, launcher="self", nproc=2, timeout=120):
     else:
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", str(nproc),
                    __file__, json.dumps(config)]
-    job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        stdout, stderr = job.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(job.pid, signal.SIGKILL)
-        stdout, stderr = job.communicate()
-        pytest.fail(f"the job did not end within {timeout} s:\n{stderr[-4000:]}")
-    return subprocess.CompletedProcess(command, job.returncode, stdout, stderr)
+    return run_process_tree(command, timeout)
 
 
 def outputs(folder, world_size=2):
