@@ -30,6 +30,40 @@ LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
 OUTPUT_CHOICES = ("all", "ignore", "only_error")
 
 
+def check_output_choice(output_from_new_proc: object) -> str:
+    """Validate ``output_from_new_proc``: one of :data:`OUTPUT_CHOICES` or a folder for per-rank logs."""
+    if isinstance(output_from_new_proc, os.PathLike) or (
+            isinstance(output_from_new_proc, str) and output_from_new_proc.strip()):
+        return os.fspath(output_from_new_proc)
+    raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path for "
+                     f"rank_<N>.log files, got {output_from_new_proc!r}.")
+
+
+def redirect_own_output(output_from_new_proc: str, rank: int) -> None:
+    """Apply ``output_from_new_proc`` to this worker process itself, at the file-descriptor level.
+
+    For launchers that start every rank themselves (mpirun re-running the script): the worker
+    rank silences or files its own stdout/stderr, as :func:`spawn_workers` does for the workers
+    it starts. Rank 0 and ``"all"`` keep the terminal.
+    """
+    choice = check_output_choice(output_from_new_proc)
+    if rank == 0 or choice == "all":
+        return
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if choice in ("ignore", "only_error"):
+        target = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(target, 1)
+        if choice == "ignore":
+            os.dup2(target, 2)
+    else:
+        os.makedirs(choice, exist_ok=True)
+        target = os.open(os.path.join(choice, f"rank_{rank}.log"), os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        os.dup2(target, 1)
+        os.dup2(target, 2)
+    os.close(target)
+
+
 def launched_by_us() -> bool:
     return LAUNCHED_RANK_ENV in os.environ
 

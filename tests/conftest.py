@@ -1,7 +1,8 @@
 """Test-suite options: ``--backend NAME`` selects the framework the conformance suite runs on.
 
 Without ``--backend`` only the framework-free tests run (the ``core`` tox env); with it, the
-conformance suite and ``tests/backends/NAME`` run too, and a missing framework is an error, not a
+conformance suite, ``tests/distributed`` (multi-process checks written once for every backend)
+and ``tests/backends/NAME`` run too, and a missing framework is an error, not a
 skip, so CI cannot silently test nothing.
 """
 from __future__ import annotations
@@ -23,7 +24,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
     backend = config.getoption("--backend")
     relative = os.path.relpath(str(collection_path), HERE).split(os.sep)
-    if relative[0] == "conformance" and backend is None:
+    if relative[0] in ("conformance", "distributed") and backend is None:
         return True
     if relative[0] == "backends" and len(relative) > 1 and relative[1] != backend:
         return True

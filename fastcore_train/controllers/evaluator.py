@@ -12,6 +12,7 @@ from typing import Any, Callable, Optional, Union
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
 from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.drivers.choose import choose_driver
+from fastcore_train.log import set_rank
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.metrics.metric import Metric
 from fastcore_train.samplers.adapt import make_unrepeated_dataloader
@@ -73,6 +74,7 @@ class Evaluator:
                                                                         "use_dist_sampler"})
         self.driver = choose_driver(model, driver, device, fp16=fp16, **backend_kwargs)
         self.driver.ensure_setup()
+        set_rank(self.driver.rank, self.driver.world_size)
         self.dataloaders = _normalize_dataloaders(dataloaders)
         for name, dataloader in self.dataloaders.items():
             self.driver.check_dataloader(dataloader, f"evaluate dataloader {name or ''}".strip())

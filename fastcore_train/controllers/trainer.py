@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence, Union
 
 from fastcore_train import checkpoint as ckpt
+from fastcore_train import log
 from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
 from fastcore_train.controllers.evaluator import Evaluator
 from fastcore_train.controllers.monitor import Monitor
@@ -35,6 +36,7 @@ BatchStepFn = Callable[["Trainer", Any], None]
 _TRAINER_OPTIONS = {
     "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
     "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
+    "log_file",
 }
 
 
@@ -97,6 +99,9 @@ class Trainer:
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
         self.driver.ensure_setup()
+        log.set_rank(self.driver.rank, self.driver.world_size)
+        if options.get("log_file") is not None:
+            log.add_log_file(options["log_file"])
         self.driver.check_dataloader(train_dataloader, "train_dataloader")
 
         if overfit_batches:

@@ -11,6 +11,7 @@ inside ``Trainer.__init__``) replaces the process with ``mpirun`` running the sa
 from __future__ import annotations
 
 import dataclasses
+import os
 from typing import Any, Optional
 
 import jittor as jt
@@ -21,7 +22,7 @@ from fastcore_train.backends.jittor.launch import exec_under_mpirun
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import BatchedIndices
-from fastcore_train.launch import stop_job_after_failure
+from fastcore_train.launch import LAUNCHED_RANK_ENV, check_output_choice, redirect_own_output, stop_job_after_failure
 
 
 class JittorMPIDriver(JittorSingleDriver):
@@ -31,9 +32,13 @@ class JittorMPIDriver(JittorSingleDriver):
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
                  jittor_kwargs: Optional[dict[str, Any]] = None, launch_world_size: Optional[int] = None,
                  **kwargs: Any) -> None:
-        kwargs.pop("output_from_new_proc", None)  # mpirun prints every rank's output
+        self._output_from_new_proc = check_output_choice(kwargs.pop("output_from_new_proc", "only_error"))
         super().__init__(model, device=device, fp16=fp16, jittor_kwargs=jittor_kwargs, **kwargs)
         self._launch_world_size = launch_world_size
+        if jt.in_mpi and os.environ.get(LAUNCHED_RANK_ENV) == "mpi":
+            # We re-ran the script under mpirun: its worker ranks follow output_from_new_proc as the
+            # workers other backends spawn do. Under a user's own mpirun, output is left to mpirun.
+            redirect_own_output(self._output_from_new_proc, int(jt.rank))
 
     # ------------------------------------------------------------------ facts
     def is_distributed(self) -> bool:
