@@ -136,6 +136,21 @@ class Driver(ABC):
     def zero_grad(self) -> None:
         """Clear every optimizer's gradients."""
 
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        """Scale all model gradients in place so that their global ``norm_type``-norm is at most
+        ``max_norm``; return that norm before clipping, as a python float.
+
+        Called between backward and step, so it sees the synchronised (all-reduced) gradients
+        of a distributed job and every rank clips alike; gradients of a grad scaler are unscaled
+        first. Backends implement it with their framework's own facility.
+        """
+        raise NotImplementedError(f"{type(self).__name__} cannot clip gradients by norm.")
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        """Clamp every element of every model gradient to ``[-clip_value, clip_value]`` in place
+        (after unscaling, on synchronised gradients, as :meth:`clip_grad_norm`)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot clip gradients by value.")
+
     @abstractmethod
     def move_data_to_device(self, batch: Any) -> Any:
         """Move every tensor in a (nested) batch to ``data_device``."""

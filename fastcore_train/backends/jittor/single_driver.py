@@ -139,6 +139,48 @@ class JittorSingleDriver(Driver):
         for optimizer in self.optimizers:
             optimizer.zero_grad()
 
+    # ------------------------------------------------------------------ gradient clipping
+    def _pending_gradients(self) -> list[tuple[jt.optim.Optimizer, list[jt.Var]]]:
+        """Each optimizer holding gradients since its last step, with those gradients.
+
+        Jittor keeps gradients in the optimizer's ``param_groups[i]["grads"]`` (stale after a
+        step until the next backward); under MPI they were averaged across ranks inside
+        ``optimizer.backward``, so clipping them acts alike on every rank.
+        """
+        pending = []
+        for optimizer in self.optimizers:
+            if getattr(optimizer, "_Optimizer__zero_grad", False):  # jittor's "no backward since the step"
+                continue
+            grads = [grad for group in optimizer.param_groups
+                     for param, grad in zip(group["params"], group.get("grads", ())) if not param.is_stop_grad()]
+            pending.append((optimizer, grads))
+        return pending
+
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        """The optimizer's own ``clip_grad_norm`` (1- or 2-norm, jittor's choice); with several
+        optimizers their gradients are scaled together by jittor's formula, by their global norm."""
+        if norm_type not in (1, 2):
+            raise ValueError(f"jittor clips gradients by their 1- or 2-norm only, got norm_type={norm_type!r}.")
+        pending = self._pending_gradients()
+        grads = [grad for _, grads in pending for grad in grads]
+        if not grads:
+            return 0.0
+        total = jt.norm(jt.concat([grad.flatten() for grad in grads]), int(norm_type))
+        total_norm = float(total.item())
+        if len(pending) == 1:
+            pending[0][0].clip_grad_norm(max_norm, int(norm_type))
+        else:
+            coefficient = jt.minimum(max_norm / (total + 1e-6), 1.0)
+            for grad in grads:
+                grad.update(grad * coefficient)
+        return total_norm
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        """``Var.clamp`` of each pending gradient (jittor's optimizers have no value clipping)."""
+        for _, grads in self._pending_gradients():
+            for grad in grads:
+                grad.update(grad.clamp(-clip_value, clip_value))
+
     def move_data_to_device(self, batch: Any) -> Any:
         return batch
 

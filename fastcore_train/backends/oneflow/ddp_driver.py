@@ -29,7 +29,7 @@ from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
 from fastcore_train.backends.oneflow.world import World, launch_environments
-from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
+from fastcore_train.launch import check_output_choice, WorkerGroup, spawn_workers
 from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import data_parallel_call
 from fastcore_train.launch import stop_job_after_failure
@@ -57,12 +57,9 @@ class OneflowDDPDriver(OneflowSingleDriver):
         oneflow_kwargs = dict(oneflow_kwargs or {})
         self._ddp_kwargs = oneflow_kwargs.pop("ddp_kwargs", {})
         super().__init__(model, device=device, fp16=fp16, oneflow_kwargs=oneflow_kwargs, **kwargs)
-        if not isinstance(output_from_new_proc, (str, os.PathLike)):
-            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
-                             f"got {output_from_new_proc!r}.")
         self.world = world
         self._supervise = supervise
-        self._output_from_new_proc = str(output_from_new_proc)
+        self._output_from_new_proc = check_output_choice(output_from_new_proc)
         self._user_ddp = bool(getattr(model, "_is_ddp_module", False))
         self._skip_sync = False
 

@@ -79,6 +79,7 @@ class OneflowSingleDriver(Driver):
         self._autocast_dtype = oneflow_kwargs.get("autocast_dtype", flow.float16)
         self.grad_scaler: Optional[Any] = None
         self._amp_active = False
+        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
         self.rng: Optional[Reseeder] = None
 
     # ------------------------------------------------------------------ set-up and facts
@@ -96,7 +97,14 @@ class OneflowSingleDriver(Driver):
                            "fp16=False to silence this warning.")
             return
         self._amp_active = True
-        self.grad_scaler = flow.amp.GradScaler(**self._gradscaler_kwargs)
+        scaler = flow.amp.GradScaler(**self._gradscaler_kwargs)
+        if hasattr(scaler, "scale"):
+            self.grad_scaler = scaler
+        else:
+            # OneFlow 0.9's GradScaler only configures nn.Graph; eager training has no loss scaling.
+            logger.warning("This oneflow's GradScaler works only in nn.Graph mode, so fp16=True trains with "
+                           "autocast but without loss scaling (small float16 gradients may underflow). Pass "
+                           "oneflow_kwargs={'autocast_dtype': oneflow.bfloat16} where the GPU supports it.")
 
     def _setup_rng(self) -> None:
         self.rng = Reseeder(flow.default_generator.initial_seed())
@@ -159,6 +167,30 @@ class OneflowSingleDriver(Driver):
             for optimizer in self.optimizers:
                 scaler.step(optimizer)
             scaler.update()
+        self._grads_unscaled = False
+
+    # ------------------------------------------------------------------ gradient clipping
+    def unscale_gradients(self) -> None:
+        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
+        their true size (the scaler's ``step`` then does not unscale again)."""
+        if self.grad_scaler is None or self._grads_unscaled:
+            return
+        if not hasattr(self.grad_scaler, "unscale_"):
+            raise NotImplementedError(
+                f"{type(self.grad_scaler).__name__} has no unscale_(), so gradients scaled for mixed precision "
+                "cannot be clipped at their true size; train with fp16=False to clip gradients with oneflow.")
+        for optimizer in self.optimizers:
+            self.grad_scaler.unscale_(optimizer)
+        self._grads_unscaled = True
+
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        self.unscale_gradients()
+        total = flow.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
+        return float(total.item())
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        self.unscale_gradients()
+        flow.nn.utils.clip_grad_value_(self.unwrap_model().parameters(), clip_value)
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

@@ -19,7 +19,7 @@ from paddle.distributed import fleet
 from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
 from fastcore_train.backends.paddle.world import World, launch_environments
-from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, spawn_workers
+from fastcore_train.launch import check_output_choice, WorkerGroup, spawn_workers
 from fastcore_train.drivers.model_calls import data_parallel_call
 from fastcore_train.launch import stop_job_after_failure
 
@@ -57,12 +57,9 @@ class PaddleFleetDriver(PaddleSingleDriver):
         paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
         self._strategy = paddle_kwargs.pop("fleet_strategy", None)
         super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
-        if not isinstance(output_from_new_proc, (str, os.PathLike)):
-            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
-                             f"got {output_from_new_proc!r}.")
         self.world = world
         self._launch_devices = launch_devices
-        self._output_from_new_proc = str(output_from_new_proc)
+        self._output_from_new_proc = check_output_choice(output_from_new_proc)
         self.workers: Optional[WorkerGroup] = None
         self._user_wrapped = isinstance(model, paddle.DataParallel)
         self._user_module = model._layers if self._user_wrapped else model
@@ -139,6 +136,13 @@ class PaddleFleetDriver(PaddleSingleDriver):
             for optimizer in self._fleet_optimizers():
                 scaler.step(optimizer)
             scaler.update()
+        self._grads_unscaled = False
+
+    def stepping_optimizers(self) -> list[Any]:
+        """Fleet's wrappers: the scaler must unscale the very objects :meth:`step` steps. The
+        gradients were averaged across ranks in the backward (DataParallel's reducer), so
+        clipping after it acts alike on every rank."""
+        return self._fleet_optimizers()
 
     # ------------------------------------------------------------------ collectives
     def barrier(self) -> None:

@@ -57,6 +57,7 @@ class PaddleSingleDriver(Driver):
         self._amp_dtype = paddle_kwargs.get("amp_dtype", "float16")
         self.grad_scaler: Optional[paddle.amp.GradScaler] = None
         self._amp_active = False
+        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
@@ -133,6 +134,30 @@ class PaddleSingleDriver(Driver):
             for optimizer in self.optimizers:
                 scaler.step(optimizer)
             scaler.update()
+        self._grads_unscaled = False
+
+    # ------------------------------------------------------------------ gradient clipping
+    def stepping_optimizers(self) -> list[Any]:
+        """The optimizer objects :meth:`step` hands to the grad scaler (it keys its state by them)."""
+        return self.optimizers
+
+    def unscale_gradients(self) -> None:
+        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
+        their true size; the scaler records it per optimizer and its ``step`` does not unscale again."""
+        if self.grad_scaler is None or self._grads_unscaled:
+            return
+        for optimizer in self.stepping_optimizers():
+            self.grad_scaler.unscale_(optimizer)
+        self._grads_unscaled = True
+
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        self.unscale_gradients()
+        total = paddle.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
+        return float(total.item())
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        self.unscale_gradients()
+        paddle.nn.utils.clip_grad_value_(self.unwrap_model().parameters(), clip_value)
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

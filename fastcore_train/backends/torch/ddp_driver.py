@@ -17,7 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.world import World
-from fastcore_train.launch import OUTPUT_CHOICES, WorkerGroup, free_port, spawn_workers
+from fastcore_train.launch import check_output_choice, WorkerGroup, free_port, spawn_workers
 from fastcore_train.drivers.model_calls import data_parallel_call
 from fastcore_train.launch import stop_job_after_failure
 
@@ -58,12 +58,9 @@ class TorchDDPDriver(TorchSingleDriver):
         self._ddp_kwargs = torch_kwargs.pop("ddp_kwargs", {})
         self._backend = torch_kwargs.pop("backend", None)
         super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
-        if not isinstance(output_from_new_proc, (str, os.PathLike)):
-            raise ValueError(f"output_from_new_proc must be one of {OUTPUT_CHOICES} or a folder path, "
-                             f"got {output_from_new_proc!r}.")
         self.world = world
         self._launch = launch
-        self._output_from_new_proc = str(output_from_new_proc)
+        self._output_from_new_proc = check_output_choice(output_from_new_proc)
         self.workers: Optional[WorkerGroup] = None
         self._user_ddp = isinstance(model, DistributedDataParallel)
         self._user_module = model.module if self._user_ddp else model

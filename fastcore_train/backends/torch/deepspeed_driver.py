@@ -209,6 +209,19 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
     def zero_grad(self) -> None:
         self.engine.zero_grad()
 
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        """Not from outside the engine: DeepSpeed clips inside ``engine.step()`` (its gradients may be
+        partitioned, flattened or loss-scaled until then) with the config's ``gradient_clipping``."""
+        raise NotImplementedError(
+            "driver='deepspeed' cannot clip gradients from a callback: DeepSpeed clips by global 2-norm inside "
+            f"engine.step(). Set it in the DeepSpeed config instead, e.g. deepspeed_kwargs={{'config': "
+            f"{{'gradient_clipping': {max_norm!r}}}}}, and drop the gradient-clipping callback.")
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        raise NotImplementedError(
+            "driver='deepspeed' cannot clip gradients by value: DeepSpeed only clips by global 2-norm, set with "
+            "'gradient_clipping' in its config (deepspeed_kwargs={'config': {'gradient_clipping': max_norm}}).")
+
     # ------------------------------------------------------------------ weights
     def full_state_dict(self) -> dict[str, torch.Tensor]:
         """The user's module's complete state dict on CPU, on every rank.

@@ -141,6 +141,24 @@ class FairScaleDriver(TorchDDPDriver):
                 # torch's LR schedulers warn unless the optimizer they were built on has stepped.
                 user._opt_called = True  # type: ignore[attr-defined]
 
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        """FairScale's sharded clipping (collective): each rank holds the reduced gradients of only
+        its share of the parameters, so the norm is combined across ranks by FSDP's
+        ``clip_grad_norm_`` or OSS's ``clip_grad_norm``."""
+        if isinstance(self.model, FairScaleFSDP):
+            self.unscale_gradients()
+            return float(self.model.clip_grad_norm_(max_norm, norm_type))
+        sharded = [optimizer for optimizer in self.optimizers if isinstance(optimizer, OSS)]
+        if not sharded:
+            return super().clip_grad_norm(max_norm, norm_type)
+        if len(self.optimizers) != 1:
+            raise ValueError(
+                f"driver='fairscale' clips by norm through OSS.clip_grad_norm, which computes the norm of one "
+                f"optimizer's parameters only; with {len(self.optimizers)} optimizers there is no global norm. "
+                "Train with one optimizer (several parameter groups are fine) or clip by value.")
+        self.unscale_gradients()
+        return float(sharded[0].clip_grad_norm(max_norm, norm_type))
+
     def zero_grad(self) -> None:
         if isinstance(self.model, ShardedDataParallel):
             # ShardedDDP's gradients may be views into its reduce buckets, which only its own

@@ -65,6 +65,7 @@ class TorchSingleDriver(Driver):
         self._non_blocking = torch_kwargs.get("non_blocking", True)
         self._gradscaler_kwargs = torch_kwargs.get("gradscaler_kwargs", {})
         self.grad_scaler: Optional[torch.amp.GradScaler] = None
+        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
         self._autocast_dtype = torch.float16 if self._device.type == "cuda" else torch.bfloat16
 
     # ------------------------------------------------------------------ set-up and facts
@@ -124,8 +125,27 @@ class TorchSingleDriver(Driver):
                 optimizer.step()
         else:
             for optimizer in self.optimizers:
-                scaler.step(optimizer)
+                scaler.step(optimizer)  # skips unscaling what unscale_gradients already unscaled
             scaler.update()
+        self._grads_unscaled = False
+
+    # ------------------------------------------------------------------ gradient clipping
+    def unscale_gradients(self) -> None:
+        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
+        their true size; the scaler records it per optimizer and its ``step`` does not unscale again."""
+        if self.grad_scaler is None or self._grads_unscaled:
+            return
+        for optimizer in self.optimizers:
+            self.grad_scaler.unscale_(optimizer)
+        self._grads_unscaled = True
+
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        self.unscale_gradients()
+        return float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, norm_type))
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        self.unscale_gradients()
+        torch.nn.utils.clip_grad_value_(self.model.parameters(), clip_value)
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

@@ -115,6 +115,15 @@ class TorchFSDPDriver(TorchDDPDriver):
                                "be given before set-up: pass them to the Trainer that builds this driver.")
         super().set_optimizers(optimizers)
 
+    # ------------------------------------------------------------------ gradient clipping
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+        """FSDP's own ``clip_grad_norm_``: each rank holds a shard of the gradients, so the norm is
+        combined across ranks before every rank scales its shard (collective)."""
+        if not isinstance(self.model, FullyShardedDataParallel):
+            return super().clip_grad_norm(max_norm, norm_type)
+        self.unscale_gradients()
+        return float(self.model.clip_grad_norm_(max_norm, norm_type))
+
     # ------------------------------------------------------------------ evaluation
     def full_params(self) -> ContextManager[Any]:
         """Inside it the user's model holds its full parameters on every rank (collective)."""

@@ -9,11 +9,12 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
 
-from fastcore_train import Accuracy, Evaluator, Trainer
+from fastcore_train import Accuracy, Evaluator, GradClipCallback, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.torch import Harness
 from tests.processes import run_process_tree
@@ -39,11 +40,12 @@ def outputs(folder: Path, world_size: int) -> list[dict]:
             for r in range(world_size)]
 
 
-def single_process_weights(global_batch: int, n_epochs: int = 1, shuffle: bool = False) -> dict:
+def single_process_weights(global_batch: int, n_epochs: int = 1, shuffle: bool = False,
+                           callbacks: Optional[list] = None) -> dict:
     x, y = make_data(64, seed=4)
     model = HARNESS.make_model(initial_weights())
     Trainer(model, HARNESS.make_dataloader(x, y, global_batch, shuffle=shuffle), HARNESS.make_sgd(model, 0.1),
-            driver="torch", n_epochs=n_epochs, progress_bar=None).run(num_eval_sanity_batch=0)
+            driver="torch", n_epochs=n_epochs, progress_bar=None, callbacks=callbacks).run(num_eval_sanity_batch=0)
     return HARNESS.get_weights(model)
 
 
@@ -73,6 +75,19 @@ def test_accumulation_across_ranks_matches_the_global_batch(tmp_path):
     assert done.returncode == 0, done.stderr[-4000:]
     for rank in outputs(tmp_path, 2):
         assert_close(rank["weights"], single_process_weights(16))
+
+
+@pytest.mark.parametrize("clip, accumulation_steps", [({"clip_type": "norm", "clip_value": 0.05}, 2),
+                                                      ({"clip_type": "value", "clip_value": 0.01}, 1)])
+def test_grad_clipping_on_two_ranks_equals_one_process_on_the_global_batch(tmp_path, clip, accumulation_steps):
+    """Every rank clips the gradients averaged across ranks, as one process clips the global batch's."""
+    done = run_job({"out": str(tmp_path), "grad_clip": clip, "batch_size": 8 // accumulation_steps,
+                    "accumulation_steps": accumulation_steps})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(16, callbacks=[GradClipCallback(**clip)])
+    assert not np.allclose(expected["w1"], single_process_weights(16)["w1"]), "clipping made no difference"
+    for rank in outputs(tmp_path, 2):
+        assert_close(rank["weights"], expected)
 
 
 def test_distributed_evaluation_equals_single_process(tmp_path):

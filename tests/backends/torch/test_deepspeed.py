@@ -201,3 +201,13 @@ def test_bad_arguments_are_refused_before_any_process_starts():
     driver = TorchDeepSpeedDriver(model, "cpu", world)
     with pytest.raises(ValueError, match="exactly one optimizer"):
         driver.set_optimizers([HARNESS.make_sgd(model, 0.1), HARNESS.make_sgd(model, 0.1)])
+
+
+def test_gradient_clipping_points_to_the_deepspeed_config():
+    """DeepSpeed clips inside engine.step(), so the driver refuses and says which config key to set."""
+    model = HARNESS.make_model(initial_weights())
+    driver = TorchDeepSpeedDriver(model, "cpu", World(rank=0, local_rank=0, world_size=1))
+    with pytest.raises(NotImplementedError, match=r"'gradient_clipping': 0\.5"):
+        driver.clip_grad_norm(0.5)
+    with pytest.raises(NotImplementedError, match="only clips by global 2-norm.*gradient_clipping"):
+        driver.clip_grad_value(0.5)

@@ -8,7 +8,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 
-from fastcore_train import Trainer, choose_driver
+from fastcore_train import Event, GradClipCallback, Trainer, choose_driver
 from fastcore_train.backends.torch import TorchSingleDriver
 
 needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none on this machine)")
@@ -147,3 +147,56 @@ def test_fp16_on_cuda_uses_a_grad_scaler():
                       input_mapping={0: "x", 1: "y"}, fp16=True, n_epochs=1, progress_bar=None)
     trainer.run(num_eval_sanity_batch=0)
     assert trainer.driver.grad_scaler is not None and model.linear.weight.is_cuda
+
+
+def _amp_hand_loop(model, batches, device, autocast):
+    """torch's AMP recipe with clipping: scale, backward, unscale_, clip (norm then value), step, update."""
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    scaler = torch.amp.GradScaler(device, init_scale=1024.0)
+    for x, y in batches:
+        with torch.autocast(device_type=device, dtype=torch.float16, enabled=autocast):
+            loss = model(x.to(device), y.to(device))["loss"]
+        scaler.scale(loss).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.05)
+        torch.nn.utils.clip_grad_value_(model.parameters(), 0.01)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+
+
+def _train_clipping_with_a_scaler(model, device, fp16):
+    trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), device=device, fp16=fp16,
+                      input_mapping={0: "x", 1: "y"}, n_epochs=1, progress_bar=None, callbacks=[GradClipCallback(0.05)])
+    if trainer.driver.grad_scaler is None:  # CPU: no mixed precision, but torch's GradScaler works there too
+        trainer.driver.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    # a second clip in the same step must not unscale again (torch's unscale_ would raise)
+    trainer.add_callback_fn(Event.on_before_optimizers_step(), lambda t, optimizers: t.driver.clip_grad_value(0.01))
+    trainer.run(num_eval_sanity_batch=0)
+    return trainer
+
+
+def test_clipping_with_a_grad_scaler_unscales_once_and_matches_torchs_amp_recipe():
+    """The driver unscales the gradients before clipping, once per step, and its scaler.step does
+    not unscale them again: training equals torch's documented AMP loop with clipping."""
+    model = ForwardOnly()
+    trainer = _train_clipping_with_a_scaler(model, "cpu", fp16=False)
+    reference = ForwardOnly()
+    _amp_hand_loop(reference, list(loader()), "cpu", autocast=False)
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
+    assert trainer.driver.grad_scaler.get_scale() == 1024.0  # no overflow skipped a step
+    unclipped = ForwardOnly()
+    Trainer(unclipped, loader(), torch.optim.SGD(unclipped.parameters(), lr=0.1), input_mapping={0: "x", 1: "y"},
+            n_epochs=1, progress_bar=None).run(num_eval_sanity_batch=0)
+    assert not torch.allclose(model.linear.weight, unclipped.linear.weight)
+
+
+@needs_cuda
+def test_fp16_clipping_on_cuda_matches_torchs_amp_recipe():
+    model = ForwardOnly()
+    _train_clipping_with_a_scaler(model, "cuda", fp16=True)
+    reference = ForwardOnly().cuda()
+    _amp_hand_loop(reference, list(loader()), "cuda", autocast=True)
+    for ours, theirs in zip(model.parameters(), reference.parameters()):
+        torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)

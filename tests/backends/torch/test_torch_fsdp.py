@@ -39,6 +39,20 @@ def test_two_ranks_accumulating_equal_one_process_and_evaluate_alike(tmp_path):
 
 
 @pytest.mark.distributed
+@pytest.mark.parametrize("clip, accumulate", [({"clip_type": "norm", "clip_value": 0.05}, True),
+                                              ({"clip_type": "value", "clip_value": 0.01}, False)])
+def test_grad_clipping_on_two_ranks_equals_one_process(tmp_path, clip, accumulate):
+    """Gradients are sharded: FSDP's clip_grad_norm_ combines the norm across ranks."""
+    config = {**TRAIN, **(ACCUMULATE if accumulate else {})}
+    done = run_job({**config, "grad_clip": clip, "out": str(tmp_path)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights({**config, "grad_clip": clip})
+    assert not np.allclose(expected["w1"], single_process_weights(config)["w1"]), "clipping made no difference"
+    for rank in outputs(tmp_path):
+        assert_close(rank["weights"]["final"], expected)
+
+
+@pytest.mark.distributed
 @pytest.mark.parametrize("state_dict_type, launcher", [("full", "self"), ("sharded", "torchrun")])
 def test_checkpoints_round_trip(tmp_path, state_dict_type, launcher):
     config = {**TRAIN, "mode": "checkpoint", "save_at": 3, "out": str(tmp_path),

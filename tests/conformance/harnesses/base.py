@@ -8,7 +8,7 @@ The model is ``x -> linear -> relu (-> dropout) -> linear``; ``train_step(x, y)`
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -66,8 +66,21 @@ class BackendHarness(ABC):
 
     @abstractmethod
     def hand_train(self, model: Any, optimizer: Any, batches: list[tuple[np.ndarray, np.ndarray]],
-                   loss_scale: float = 1.0, step_every: int = 1) -> None:
-        """The hand-written training loop of the framework over ``batches``."""
+                   loss_scale: float = 1.0, step_every: int = 1,
+                   clip: Optional[tuple[str, float]] = None) -> None:
+        """The hand-written training loop of the framework over ``batches``; ``clip`` =
+        ``("norm" | "value", value)`` clips with the framework's own utility before each step."""
+
+    @abstractmethod
+    def grads_of(self, model: Any, optimizer: Any) -> dict[str, np.ndarray]:
+        """The pending gradients of the model's weights as numpy, in the canonical layout
+        (jittor keeps them in the optimizer, hence ``optimizer``)."""
+
+    @abstractmethod
+    def hand_clipped_grads(self, model: Any, optimizer: Any, x: np.ndarray, y: np.ndarray,
+                           clip_type: Optional[str], value: float) -> dict[str, np.ndarray]:
+        """Forward and backward of the loss on ``(x, y)`` by hand, then the framework's own
+        clipping (``"norm"``, ``"value"``, or None for none); the resulting gradients."""
 
     @abstractmethod
     def predict(self, model: Any, x: np.ndarray) -> np.ndarray:

@@ -52,6 +52,16 @@ class ArrayDataset(Dataset):
         return sample
 
 
+def _clip(optimizer: jt.optim.Optimizer, clip_type: str, value: float) -> None:
+    """Jittor's optimizer clips by norm; by value, each gradient it holds is clamped (``Var.clamp``)."""
+    if clip_type == "norm":
+        optimizer.clip_grad_norm(value)
+        return
+    for group in optimizer.param_groups:
+        for grad in group["grads"]:
+            grad.update(grad.clamp(-value, value))
+
+
 class Harness(BackendHarness):
     driver_name = "jittor"
 
@@ -74,16 +84,31 @@ class Harness(BackendHarness):
     def indices_of(self, batch):
         return [int(i) for i in batch["idx"].numpy().reshape(-1)]
 
-    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1, clip=None):
         model.train()
         for index, (x, y) in enumerate(batches, start=1):
             loss = jt.nn.cross_entropy_loss(model(jt.array(x)), jt.array(y))
-            if step_every == 1 and loss_scale == 1.0:
+            if step_every == 1 and loss_scale == 1.0 and clip is None:
                 optimizer.step(loss)
                 continue
             optimizer.backward(loss * loss_scale if loss_scale != 1.0 else loss)
             if index % step_every == 0:
+                if clip is not None:
+                    _clip(optimizer, *clip)
                 optimizer.step()
+
+    def grads_of(self, model, optimizer):
+        return {"w1": model.fc1.weight.opt_grad(optimizer).numpy().T.copy(),
+                "b1": model.fc1.bias.opt_grad(optimizer).numpy().copy(),
+                "w2": model.fc2.weight.opt_grad(optimizer).numpy().T.copy(),
+                "b2": model.fc2.bias.opt_grad(optimizer).numpy().copy()}
+
+    def hand_clipped_grads(self, model, optimizer, x, y, clip_type, value):
+        model.train()
+        optimizer.backward(jt.nn.cross_entropy_loss(model(jt.array(x)), jt.array(y)))
+        if clip_type is not None:
+            _clip(optimizer, clip_type, value)
+        return self.grads_of(model, optimizer)
 
     def predict(self, model, x):
         model.eval()

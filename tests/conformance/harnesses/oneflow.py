@@ -49,6 +49,14 @@ def _numpy(tensor: flow.Tensor) -> np.ndarray:
     return tensor.detach().cpu().numpy().copy()
 
 
+def _clip(model: flow.nn.Module, clip_type: str, value: float) -> None:
+    """oneflow's own clipping utilities."""
+    if clip_type == "norm":
+        flow.nn.utils.clip_grad_norm_(model.parameters(), value)
+    else:
+        flow.nn.utils.clip_grad_value_(model.parameters(), value)
+
+
 class Harness(BackendHarness):
     driver_name = "oneflow"
 
@@ -71,14 +79,27 @@ class Harness(BackendHarness):
     def indices_of(self, batch):
         return [int(i) for i in batch["idx"]]
 
-    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1, clip=None):
         model.train()
         for index, (x, y) in enumerate(batches, start=1):
             loss = flow.nn.functional.cross_entropy(model(flow.from_numpy(x)), flow.from_numpy(y))
             (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             if index % step_every == 0:
+                if clip is not None:
+                    _clip(model, *clip)
                 optimizer.step()
                 optimizer.zero_grad()
+
+    def grads_of(self, model, optimizer):
+        return {"w1": _numpy(model.fc1.weight.grad).T.copy(), "b1": _numpy(model.fc1.bias.grad),
+                "w2": _numpy(model.fc2.weight.grad).T.copy(), "b2": _numpy(model.fc2.bias.grad)}
+
+    def hand_clipped_grads(self, model, optimizer, x, y, clip_type, value):
+        model.train()
+        flow.nn.functional.cross_entropy(model(flow.from_numpy(x)), flow.from_numpy(y)).backward()
+        if clip_type is not None:
+            _clip(model, clip_type, value)
+        return self.grads_of(model, optimizer)
 
     def predict(self, model, x):
         model.eval()

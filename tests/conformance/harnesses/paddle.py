@@ -50,6 +50,14 @@ class ArrayDataset(Dataset):
         return sample
 
 
+def _clip(model: paddle.nn.Layer, clip_type: str, value: float) -> None:
+    """paddle's own clipping utilities."""
+    if clip_type == "norm":
+        paddle.nn.utils.clip_grad_norm_(model.parameters(), value)
+    else:
+        paddle.nn.utils.clip_grad_value_(model.parameters(), value)
+
+
 class Harness(BackendHarness):
     driver_name = "paddle"
 
@@ -76,14 +84,27 @@ class Harness(BackendHarness):
     def indices_of(self, batch):
         return [int(i) for i in batch["idx"].numpy().reshape(-1)]
 
-    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1):
+    def hand_train(self, model, optimizer, batches, loss_scale=1.0, step_every=1, clip=None):
         model.train()
         for index, (x, y) in enumerate(batches, start=1):
             loss = F.cross_entropy(model(paddle.to_tensor(x)), paddle.to_tensor(y))
             (loss * loss_scale if loss_scale != 1.0 else loss).backward()
             if index % step_every == 0:
+                if clip is not None:
+                    _clip(model, *clip)
                 optimizer.step()
                 optimizer.clear_grad()
+
+    def grads_of(self, model, optimizer):
+        return {"w1": model.fc1.weight.grad.numpy().copy(), "b1": model.fc1.bias.grad.numpy().copy(),
+                "w2": model.fc2.weight.grad.numpy().copy(), "b2": model.fc2.bias.grad.numpy().copy()}
+
+    def hand_clipped_grads(self, model, optimizer, x, y, clip_type, value):
+        model.train()
+        F.cross_entropy(model(paddle.to_tensor(x)), paddle.to_tensor(y)).backward()
+        if clip_type is not None:
+            _clip(model, clip_type, value)
+        return self.grads_of(model, optimizer)
 
     def predict(self, model, x):
         model.eval()

@@ -16,7 +16,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, Event, Trainer  # noqa: E402
+from fastcore_train import Accuracy, Callback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.jittor import Harness  # noqa: E402
 
@@ -59,6 +59,8 @@ def main(config):
         callbacks.append(SaveAndStop(config["save_at"], config["save_to"]))
     if config.get("slow"):
         callbacks.append(Slow())
+    if "grad_clip" in config:
+        callbacks.append(GradClipCallback(**config["grad_clip"]))
     evaluate = {}
     if config.get("evaluate"):
         ex, ey = make_data(config["evaluate"], seed=9)

@@ -14,7 +14,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import oneflow as flow  # noqa: E402  (imported at the top, as users do: the self-launch must cope)
 
-from fastcore_train import Accuracy, Callback, Event, Trainer  # noqa: E402
+from fastcore_train import Accuracy, Callback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.oneflow import Harness  # noqa: E402
 
@@ -50,6 +50,8 @@ def main(config):
     if config.get("announce"):
         print("TRAINING", flush=True)
     callbacks = [Fail(config["fail_rank"], config.get("fail_at", 2))] if "fail_rank" in config else []
+    if "grad_clip" in config:
+        callbacks.append(GradClipCallback(**config["grad_clip"]))
     evaluate = {}
     if config.get("evaluate"):
         ex, ey = make_data(config["evaluate"], seed=9)

@@ -13,7 +13,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, Event, Trainer  # noqa: E402
+from fastcore_train import Accuracy, Callback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
 
@@ -63,6 +63,8 @@ def main(config):
         callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
     if "save_at" in config:
         callbacks.append(SaveAndStop(config["save_at"], config["save_to"]))
+    if "grad_clip" in config:
+        callbacks.append(GradClipCallback(**config["grad_clip"]))
     evaluate = {}
     if config.get("evaluate"):
         ex, ey = make_data(config["evaluate"], seed=9)

@@ -26,7 +26,7 @@ if str(ROOT) not in sys.path:
 
 import numpy as np  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, LRSchedCallback, Trainer  # noqa: E402
+from fastcore_train import Accuracy, Callback, GradClipCallback, LRSchedCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
 
@@ -86,6 +86,8 @@ def build_trainer(config, driver, callbacks=()):
         callbacks.append(LRSchedCallback(HARNESS.make_lr_scheduler(optimizer)))
     if "fail_rank" in config:
         callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
+    if "grad_clip" in config:
+        callbacks.append(GradClipCallback(**config["grad_clip"]))
     x, y = make_data(config.get("samples", 64), seed=4)
     evaluate = {}
     if config.get("evaluate"):
