@@ -32,6 +32,15 @@ _EXPORTS = {
     "LoadBestModelCallback": "fastcore_train.callbacks.load_best_model",
     "EarlyStopCallback": "fastcore_train.callbacks.early_stop",
     "LRSchedCallback": "fastcore_train.callbacks.lr_scheduler",
+    "MetricLogCallback": "fastcore_train.callbacks.metric_log",
+    "CSVLoggerCallback": "fastcore_train.callbacks.csv_logger",
+    "TensorBoardCallback": "fastcore_train.callbacks.tensorboard_logger",
+    "CurvePlotCallback": "fastcore_train.callbacks.curves",
+    "TimerCallback": "fastcore_train.callbacks.timer",
+    "MoreEvaluateCallback": "fastcore_train.callbacks.more_evaluate",
+    "NanGuardCallback": "fastcore_train.callbacks.nan_guard",
+    "NonFiniteLossError": "fastcore_train.callbacks.nan_guard",
+    "GradClipCallback": "fastcore_train.callbacks.grad_clip",
     "RandomSampler": "fastcore_train.samplers",
     "SequentialSampler": "fastcore_train.samplers",
     "SortedSampler": "fastcore_train.samplers",
@@ -43,6 +52,8 @@ _EXPORTS = {
     "UnrepeatedSortedSampler": "fastcore_train.samplers",
     "seed_everything": "fastcore_train.seeding",
     "logger": "fastcore_train.log",
+    "add_log_file": "fastcore_train.log",
+    "set_log_level": "fastcore_train.log",
 }
 
 __all__ = sorted(_EXPORTS) + ["__version__"]

@@ -6,6 +6,7 @@ dataloaders and the optimizer in its own framework.
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import time
 from pathlib import Path
 from typing import Any, Optional
@@ -24,16 +25,27 @@ def parse_device(text: str) -> Any:
 def run_demo(driver: str = "torch", device: Any = "cpu", n_epochs: int = 20, batch_size: int = 32,
              hidden: int = 128, lr: float = 3e-3, seed: int = 0, output: Optional[Path] = None,
              progress_bar: Optional[str] = "auto") -> dict[str, Any]:
-    """Train, evaluate each epoch, checkpoint at the end; return the final evaluation results."""
-    from fastcore_train import Accuracy, Trainer
+    """Train, evaluate each epoch, checkpoint at the end; return the final evaluation results.
+
+    With ``output``, the folder also gets the loss/accuracy curves (``curves.png``, when
+    matplotlib is installed) and the logged values as CSV files.
+    """
+    from fastcore_train import Accuracy, CSVLoggerCallback, CurvePlotCallback, Trainer
 
     backend = load_backend(backend_for_driver_name(driver))
     task = backend.build_demo(load_digits(), hidden=hidden, lr=lr, batch_size=batch_size, seed=seed)
+    callbacks: list[Any] = []
+    curves: Optional[Any] = None
+    if output is not None:
+        callbacks.append(CSVLoggerCallback(output, log_every_n_batches=15, run_subfolder=False))
+        if importlib.util.find_spec("matplotlib") is not None:
+            curves = CurvePlotCallback(output, log_every_n_batches=15, run_subfolder=False)
+            callbacks.append(curves)
     trainer = Trainer(
         model=task.model, train_dataloader=task.train_dataloader, optimizers=task.optimizer,
         driver=driver, device=device, n_epochs=n_epochs,
         evaluate_dataloaders={"test": task.evaluate_dataloader}, metrics={"acc": Accuracy()},
-        evaluate_every=-1, monitor="acc", progress_bar=progress_bar,
+        evaluate_every=-1, monitor="acc", progress_bar=progress_bar, callbacks=callbacks,
     )
     started = time.perf_counter()
     trainer.run(num_eval_sanity_batch=1)
@@ -45,8 +57,23 @@ def run_demo(driver: str = "torch", device: Any = "cpu", n_epochs: int = 20, bat
         print(f"Trained {trainer.global_forward_batches} batches in {elapsed:.1f} s with driver={driver!r}.")
         if output is not None:
             print(f"Checkpoint written to {Path(output) / 'checkpoint'}")
+            print(f"Logged values: {Path(output) / 'train_metrics.csv'}, {Path(output) / 'evaluate_metrics.csv'}")
+            if curves is not None and curves.path is not None:
+                print(f"Loss and accuracy curves: {curves.path}")
+                print(trend_line(curves))
+            elif curves is None:
+                print("Install matplotlib (pip install 'fastcore-train[plot]') to also get curves.png.")
         print("Final evaluation: " + ", ".join(f"{key}={value:.4f}" for key, value in results.items()))
     return results
+
+
+def trend_line(curves: Any) -> str:
+    """The curves in one line of text: first and last value of each series."""
+    parts = []
+    for (kind, name), (_, values) in sorted(curves.history.items()):
+        if values:
+            parts.append(f"{kind} {name}: {values[0]:.4g} -> {values[-1]:.4g}")
+    return "Curves: " + "; ".join(parts)
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
@@ -59,7 +86,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--lr", type=float, default=3e-3, help="Adam learning rate (default: 3e-3)")
     parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     parser.add_argument("--output", type=Path, default=Path("demo_output"),
-                        help="folder for the final checkpoint (default: ./demo_output)")
+                        help="folder for the final checkpoint, curves.png and CSV logs (default: ./demo_output)")
     parser.add_argument("--progress-bar", default="auto", choices=["auto", "rich", "tqdm", "raw", "none"],
                         help="progress display (default: auto = rich in a terminal, plain lines otherwise)")
 

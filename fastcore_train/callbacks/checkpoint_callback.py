@@ -2,11 +2,11 @@
 from __future__ import annotations
 
 import shutil
-import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
+from fastcore_train.callbacks.run_folder import new_run_folder
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.events.callback import Callback
 
@@ -62,8 +62,7 @@ class CheckpointCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         if self.tracker is not None:
             self.tracker.bind(trainer, "CheckpointCallback(topk=...)")
-        stamp = time.strftime("%Y-%m-%d-%H_%M_%S") + f"_{int(time.time() * 1e6) % 1_000_000:06d}"
-        self.run_folder = self.folder / driver.broadcast_object(stamp)
+        self.run_folder = new_run_folder(self.folder, driver)
 
     def on_train_batch_end(self, trainer: Any) -> None:
         if self.every_n_batches and trainer.global_forward_batches % self.every_n_batches == 0:

@@ -10,6 +10,12 @@ from fastcore_train.log import logger
 
 
 class EarlyStopCallback(Callback):
+    """Stop training once ``patience`` evaluations in a row have not improved ``monitor``.
+
+    ``monitor``/``larger_better`` default to the Trainer's. Every rank sees the same evaluation
+    results, so every rank stops at the same batch; the count survives a resume.
+    """
+
     def __init__(self, monitor: Monitor = None, larger_better: Optional[bool] = None, patience: int = 10) -> None:
         if not isinstance(patience, int) or isinstance(patience, bool) or patience <= 0:
             raise ValueError(f"patience must be a positive int, got {patience!r}.")

@@ -5,6 +5,7 @@ progress bar never slows training measurably. Only rank 0 shows progress.
 """
 from __future__ import annotations
 
+import importlib.util
 import sys
 import time
 from typing import Any, Optional, Union
@@ -124,7 +125,8 @@ class TqdmProgress(ProgressCallback):
 
     def __init__(self, refresh_interval: float = 0.2) -> None:
         super().__init__(refresh_interval)
-        import tqdm  # noqa: F401  (fail at construction, with the install hint below, if missing)
+        if importlib.util.find_spec("tqdm") is None:  # fail at construction, with the hint below
+            raise ImportError("TqdmProgress needs tqdm: pip install tqdm")
         self._bar: Any = None
 
     def _show_begin(self, trainer: Any) -> None:
