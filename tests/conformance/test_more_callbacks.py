@@ -11,7 +11,7 @@ from fastcore_train import (Accuracy, CheckpointCallback, CSVLoggerCallback, Eva
                             seed_everything)
 from fastcore_train.log import logger
 from tests.conformance.harnesses.base import initial_weights, make_data
-from tests.conformance.helpers import assert_weights_equal, batches_of
+from tests.conformance.helpers import assert_weights_close, assert_weights_equal, batches_of
 
 
 class Captured(logging.Handler):
@@ -159,10 +159,11 @@ def test_nan_guard_stops_before_the_bad_batch_and_keeps_usable_checkpoints(harne
     assert "nan" in message and "epoch 1, batch 5" in message and "learning rate" in message
     assert str(guard.saved_to) in message
 
-    # The weights were never touched by the NaN batch: they equal 4 steps of the hand loop.
+    # The weights were never touched by the NaN batch: they equal 4 steps of the hand loop (up to
+    # float rounding: jittor fuses its lazy graph differently once the guard reads each loss).
     expected = harness.make_model(initial_weights())
     harness.hand_train(expected, harness.make_sgd(expected, 0.1), batches_of(x, y, 8)[:4])
-    assert_weights_equal(harness.get_weights(model), harness.get_weights(expected))
+    assert_weights_close(harness.get_weights(model), harness.get_weights(expected))
 
     # Both the guard's checkpoint and CheckpointCallback's last one (batch 4) load and resume.
     for folder in (guard.saved_to, saver.run_folder / "epoch_0-batch_4"):
@@ -171,7 +172,7 @@ def test_nan_guard_stops_before_the_bad_batch_and_keeps_usable_checkpoints(harne
                           driver=harness.driver_name, n_epochs=1, progress_bar=None)
         resumed.load_checkpoint(folder)
         assert resumed.global_forward_batches == 4
-        assert_weights_equal(harness.get_weights(fresh), harness.get_weights(expected))
+        assert_weights_equal(harness.get_weights(fresh), harness.get_weights(model))
 
 
 def test_nan_guard_lets_finite_training_through(harness):
