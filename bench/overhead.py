@@ -13,6 +13,10 @@ Reported:
 * ``trainer / hand``: Trainer built with ``progress_bar=None``; the number the target applies to.
 * ``trainer+raw / hand``: Trainer built with ``progress_bar="raw"`` (what the default ``"auto"``
   resolves to when stdout is not a terminal); shows what the progress display costs.
+* ``trainer+rich / hand``: the rich bar (what ``"auto"`` picks in a terminal), rendered to
+  /dev/null.
+* ``trainer+logs / hand``: the raw bar plus CSV and TensorBoard metric logs (loss every 50
+  batches, the default), written to a temporary folder; skipped when tensorboardX is missing.
 * ``import fastcore_train`` in a fresh interpreter (median of ``--import-runs`` runs), and whether
   it loaded any framework (torch, paddle, jittor, oneflow must stay unloaded).
 
@@ -25,11 +29,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
+import importlib.util
 import json
 import os
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any, Callable
@@ -141,10 +147,10 @@ def make_hand_epoch(loader, model, optimizer) -> Callable[[], None]:
     return epoch
 
 
-def make_trainer_epoch(loader, model, optimizer, progress_bar) -> tuple[Any, Callable[[], None]]:
+def make_trainer_epoch(loader, model, optimizer, progress_bar, callbacks=()) -> tuple[Any, Callable[[], None]]:
     from fastcore_train import Trainer
     trainer = Trainer(model=model, train_dataloader=loader, optimizers=optimizer, driver="torch",
-                      device="cpu", n_epochs=1, progress_bar=progress_bar)
+                      device="cpu", n_epochs=1, progress_bar=progress_bar, callbacks=list(callbacks))
 
     def epoch() -> None:
         trainer.state.cur_epoch_idx = 0  # one more epoch on the same Trainer; counters keep going
@@ -223,6 +229,8 @@ def main(argv: Any = None) -> int:
     control_model, control_opt = model_and_optimizer()
     bare_model, bare_opt = model_and_optimizer()
     raw_model, raw_opt = model_and_optimizer()
+    rich_model, rich_opt = model_and_optimizer()
+    logs_model, logs_opt = model_and_optimizer()
     hand_loader = loader()
     contenders: dict[str, Callable[[], None]] = {"hand": make_hand_epoch(hand_loader, hand_model, hand_opt)}
     # A second, independent hand loop: its ratio to "hand" is the noise floor of this machine.
@@ -231,12 +239,19 @@ def main(argv: Any = None) -> int:
     raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(loader(), raw_model, raw_opt, "raw")
     assert bare_trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
     assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress"]
+    _, contenders["trainer+rich"] = make_trainer_epoch(loader(), rich_model, rich_opt, "rich")
+    others = [control_model, bare_model, raw_model, rich_model]
+    if importlib.util.find_spec("tensorboardX") is not None:
+        from fastcore_train import CSVLoggerCallback, TensorBoardCallback
+        log_folder = tempfile.mkdtemp(prefix="fastcore_bench_logs_")
+        _, contenders["trainer+logs"] = make_trainer_epoch(
+            loader(), logs_model, logs_opt, "raw", [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
+        others.append(logs_model)
 
     for _ in range(args.warmup):
         for epoch in contenders.values():
             timed(epoch)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
-    others = (control_model, bare_model, raw_model)
     fair = all(same_weights(hand_model, model) for model in others)
 
     names = list(contenders)
@@ -283,6 +298,12 @@ def main(argv: Any = None) -> int:
           f"min {min(ratio):.3f}  max {max(ratio):.3f}  (~{extra:+.1f} us/batch)")
     print(f"  per-round ratio trainer+raw/hand: median {statistics.median(raw_ratio):.3f}  "
           f"min {min(raw_ratio):.3f}  max {max(raw_ratio):.3f}  (~{extra_raw:+.1f} us/batch)")
+    for name in ("trainer+rich", "trainer+logs"):
+        if name in times:
+            per_round = [t / h for t, h in zip(times[name], times["hand"])]
+            extra_name = 1e6 * (statistics.median(times[name]) - hand_med) / n_batches
+            print(f"  per-round ratio {name + '/hand:':<17} median {statistics.median(per_round):.3f}  "
+                  f"min {min(per_round):.3f}  max {max(per_round):.3f}  (~{extra_name:+.1f} us/batch)")
     print()
     loaded = ", ".join(imp["frameworks"]) or "none"
     print(f"import fastcore_train: median {imp['median_ms']:.1f} ms, min {imp['min_ms']:.1f} ms "

@@ -5,7 +5,9 @@ from typing import Any
 
 import numpy as np
 
-from fastcore_train import Trainer
+from pathlib import Path
+
+from fastcore_train import Callback, Trainer
 
 
 def batches_of(x: np.ndarray, y: np.ndarray, batch_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -30,3 +32,19 @@ def assert_weights_close(actual: dict[str, np.ndarray], expected: dict[str, np.n
                          atol: float = 1e-6) -> None:
     for name in expected:
         np.testing.assert_allclose(actual[name], expected[name], rtol=rtol, atol=atol, err_msg=f"weight {name} differs")
+
+
+class StopRun(Exception):
+    """Raised by a test callback to end a run abruptly, like a crash would."""
+
+
+class SaveAndStop(Callback):
+    """Write a checkpoint after global batch ``at`` and end the run."""
+
+    def __init__(self, at: int, folder: Path) -> None:
+        self.at, self.folder = at, folder
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches == self.at:
+            trainer.save_checkpoint(self.folder)
+            raise StopRun(self.at)

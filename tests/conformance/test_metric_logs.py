@@ -8,23 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastcore_train import (Accuracy, Callback, CSVLoggerCallback, CurvePlotCallback, Event, LRSchedCallback,
+from fastcore_train import (Accuracy, CSVLoggerCallback, CurvePlotCallback, Event, LRSchedCallback,
                             TensorBoardCallback, Trainer, seed_everything)
 from tests.conformance.harnesses.base import initial_weights, make_data
-
-
-class StopRun(Exception):
-    pass
-
-
-class SaveAndStop(Callback):
-    def __init__(self, at: int, folder: Path) -> None:
-        self.at, self.folder = at, folder
-
-    def on_train_batch_end(self, trainer):
-        if trainer.global_forward_batches == self.at:
-            trainer.save_checkpoint(self.folder)
-            raise StopRun(self.at)
+from tests.conformance.helpers import SaveAndStop, StopRun
 
 
 def build(harness, callbacks, losses=None, evaluations=None, n_epochs=3):

@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import logging
 
-import numpy as np
 import pytest
 
 from fastcore_train import (Accuracy, CheckpointCallback, CSVLoggerCallback, Evaluator, Metric,

@@ -12,27 +12,11 @@ from pathlib import Path
 
 import pytest
 
-from fastcore_train import Callback, CheckpointCallback, Event, LRSchedCallback, Trainer, seed_everything
+from fastcore_train import CheckpointCallback, Event, LRSchedCallback, Trainer, seed_everything
 from tests.conformance.harnesses.base import initial_weights, make_data
-from tests.conformance.helpers import assert_weights_equal
+from tests.conformance.helpers import SaveAndStop, StopRun, assert_weights_equal
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class StopRun(Exception):
-    """Raised by a test callback to end a run abruptly, like a crash would."""
-
-
-class SaveAndStop(Callback):
-    """Write a checkpoint after global batch ``at`` and end the run."""
-
-    def __init__(self, at: int, folder: Path) -> None:
-        self.at, self.folder = at, folder
-
-    def on_train_batch_end(self, trainer):
-        if trainer.global_forward_batches == self.at:
-            trainer.save_checkpoint(self.folder)
-            raise StopRun(self.at)
 
 
 def build_run(harness, weights_seed: int, losses: dict, callbacks=(), batch_size: int = 8, n_epochs: int = 3):
