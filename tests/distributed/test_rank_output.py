@@ -8,29 +8,20 @@ from __future__ import annotations
 
 import csv
 import json
-import os
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.processes import run_process_tree
+from tests.distributed import launchers
 
 pytestmark = pytest.mark.distributed
 
 JOB = Path(__file__).parent / "jobs" / "rank_output_job.py"
-# Launcher variables a framework import may have put into this test process's environment.
-_LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE")
-_MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-            "OMPI_MCA_rmaps_base_oversubscribe": "1"}
 
 
-def run_job(backend: str, out: Path, output_from_new_proc: str):
-    config = {"backend": backend, "out": str(out), "device": ["cpu", "cpu"],
-              "output_from_new_proc": output_from_new_proc}
-    env = {key: value for key, value in os.environ.items() if key not in _LAUNCHER_ENV}
-    env.update(_MPI_ENV)
-    done = run_process_tree([sys.executable, str(JOB), json.dumps(config)], timeout=240, env=env)
+def run_job(backend_name: str, out: Path, output_from_new_proc: str):
+    done = launchers.run_job(launchers.BACKENDS[backend_name], JOB,
+                             {"out": str(out), "output_from_new_proc": output_from_new_proc}, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
     return done
 

@@ -99,12 +99,22 @@ class OneflowDDPDriver(OneflowSingleDriver):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
             flow.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
-        self._user_module.to(self._device)
-        if not self._user_ddp:
+        if self._user_ddp:
+            # Already wrapped: oneflow's DDP registered its all-reduce hooks on these very parameter
+            # tensors, which moving the module would replace; the user placed it before wrapping.
+            self._check_user_ddp_device()
+        else:
+            self._user_module.to(self._device)
             self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
             self.model.register_forward_hook(self._after_ddp_forward)
         self._setup_amp()
         self._setup_rng()
+
+    def _check_user_ddp_device(self) -> None:
+        devices = {parameter.device.type for parameter in self._user_module.parameters()}
+        if devices and devices != {self._device.type}:
+            raise ValueError(f"The DistributedDataParallel model you passed has parameters on {sorted(devices)}, but "
+                             f"this rank's device is {self._device}; move the model to the device before wrapping it.")
 
     def _run_ranks_and_exit(self) -> None:
         """Start ranks 0..N-1 in new processes, wait for them, and end this process with their status."""

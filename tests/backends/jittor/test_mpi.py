@@ -1,157 +1,18 @@
-"""Jittor MPI data parallel with real processes on CPU: under ``mpirun`` and self-launched from a
-plain ``python script.py`` with a device list (which re-runs itself under mpirun)."""
+"""What only jittor's MPI data parallel has: it needs ``mpirun``. Everything else it shares with
+the other backends' data parallel is tested in ``tests/distributed``."""
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
 import subprocess
 import sys
-import time
-from collections import Counter
 from pathlib import Path
-from typing import Optional
 
-import numpy as np
 import pytest
-
-from fastcore_train import Accuracy, Evaluator, GradClipCallback, Trainer
-from tests.conformance.harnesses.base import initial_weights, make_data
-from tests.conformance.harnesses.jittor import Harness
-from tests.processes import run_process_tree
 
 pytestmark = pytest.mark.distributed
 
-JOB = Path(__file__).parent / "scripts" / "mpi_job.py"
-HARNESS = Harness()
-MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _needs_mpirun():
-    if shutil.which("mpirun") is None:
-        pytest.fail("mpirun is missing: apt-get install -y openmpi-bin libopenmpi-dev (the jittor-dist tox env "
-                    "installs it)")
-
-
-def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 180) -> subprocess.CompletedProcess:
-    """Run the job to its end; one that outlives ``timeout`` is killed with every process it started."""
-    config = {"device": ["cpu"] * nproc if launcher == "self" else None, **config}
-    command = [sys.executable, str(JOB), json.dumps(config)]
-    if launcher == "mpirun":
-        command = ["mpirun", "-np", str(nproc), *command]
-    return run_process_tree(command, timeout, env={**os.environ, **MPI_ENV})
-
-
-def outputs(folder: Path, world_size: int) -> list[dict]:
-    return [{**json.loads((folder / f"rank_{r}.json").read_text()), "weights": dict(np.load(folder / f"rank_{r}.npz"))}
-            for r in range(world_size)]
-
-
-def single_process_weights(global_batch: int, n_epochs: int = 1, shuffle: bool = False,
-                           callbacks: Optional[list] = None) -> dict:
-    x, y = make_data(64, seed=4)
-    model = HARNESS.make_model(initial_weights())
-    Trainer(model, HARNESS.make_dataloader(x, y, global_batch, shuffle=shuffle), HARNESS.make_sgd(model, 0.1),
-            driver="jittor", n_epochs=n_epochs, progress_bar=None, callbacks=callbacks).run(num_eval_sanity_batch=0)
-    return HARNESS.get_weights(model)
-
-
-def assert_close(actual: dict, expected: dict) -> None:
-    for name in expected:
-        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
-
-
-@pytest.mark.parametrize("launcher, shuffle", [("self", False), ("mpirun", True)])
-def test_two_ranks_equal_one_process_on_the_global_batch(tmp_path, launcher, shuffle):
-    done = run_job({"out": str(tmp_path), "n_epochs": 2, "shuffle": shuffle}, launcher)
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = outputs(tmp_path, 2)
-    expected = single_process_weights(16, n_epochs=2, shuffle=shuffle)
-    assert not np.array_equal(expected["w1"], initial_weights()["w1"])
-    for rank in ranks:
-        assert rank["driver"] == "JittorMPIDriver" and rank["world_size"] == 2
-        assert rank["global_forward_batches"] == 8
-        assert_close(rank["weights"], expected)
-    assert Counter(ranks[0]["seen"] + ranks[1]["seen"]) == Counter(list(range(64)) * 2)
-    assert not set(ranks[0]["seen"][:32]) & set(ranks[1]["seen"][:32]), "the ranks split each epoch"
-
-
-def test_accumulation_across_ranks_matches_the_global_batch(tmp_path):
-    done = run_job({"out": str(tmp_path), "batch_size": 8, "accumulation_steps": 2}, "mpirun")
-    assert done.returncode == 0, done.stderr[-4000:]
-    for rank in outputs(tmp_path, 2):
-        assert_close(rank["weights"], single_process_weights(16))
-
-
-@pytest.mark.parametrize("clip, accumulation_steps", [({"clip_type": "norm", "clip_value": 0.05}, 2),
-                                                      ({"clip_type": "value", "clip_value": 0.01}, 1)])
-def test_grad_clipping_on_two_ranks_equals_one_process_on_the_global_batch(tmp_path, clip, accumulation_steps):
-    """Every rank clips the gradients averaged across ranks (jittor averages them inside
-    ``optimizer.backward``), as one process clips the global batch's; ``batch_size`` is global."""
-    done = run_job({"out": str(tmp_path), "grad_clip": clip, "batch_size": 16 // accumulation_steps,
-                    "accumulation_steps": accumulation_steps}, "mpirun")
-    assert done.returncode == 0, done.stderr[-4000:]
-    expected = single_process_weights(16, callbacks=[GradClipCallback(**clip)])
-    assert not np.allclose(expected["w1"], single_process_weights(16)["w1"]), "clipping made no difference"
-    for rank in outputs(tmp_path, 2):
-        assert_close(rank["weights"], expected)
-
-
-@pytest.mark.parametrize("launcher", ["self", "mpirun"])
-def test_distributed_evaluation_equals_single_process(tmp_path, launcher):
-    done = run_job({"out": str(tmp_path), "evaluate": 37}, launcher)
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = outputs(tmp_path, 2)
-    model = HARNESS.make_model(dict(ranks[0]["weights"]))
-    ex, ey = make_data(37, seed=9)
-    expected = Evaluator(model, {"dev": HARNESS.make_dataloader(ex, ey, 5)}, {"acc": Accuracy()},
-                         driver="jittor", input_mapping={"y": "target"}, verbose=0).run()
-    assert 0 < expected["acc#acc#dev"] < 1
-    assert ranks[0]["results"] == ranks[1]["results"] == expected
-
-
-@pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("mpirun", 0)])
-def test_a_failing_rank_ends_the_job_quickly(tmp_path, launcher, failing_rank):
-    started = time.monotonic()
-    done = run_job({"out": str(tmp_path), "n_epochs": 200, "fail_rank": failing_rank, "fail_at": 3, "slow": True},
-                   launcher, timeout=90)
-    elapsed = time.monotonic() - started
-    assert done.returncode != 0
-    assert f"rank {failing_rank} fails on purpose" in done.stdout + done.stderr
-    assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
-    assert not list(tmp_path.glob("rank_*.npz")), "no rank may finish training"
-
-
-def test_resume_from_two_ranks_in_one_process_serves_each_sample_once(tmp_path):
-    first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
-    first.mkdir(), second.mkdir()
-    done = run_job({"out": str(first), "shuffle": True, "batch_size": 8, "save_at": 3, "save_to": str(checkpoint)},
-                   "mpirun")
-    assert done.returncode == 0, done.stderr[-4000:]
-    assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == 2
-    done = run_job({"out": str(second), "shuffle": True, "batch_size": 8, "resume_from": str(checkpoint),
-                    "device": "cpu"}, "self", nproc=1)
-    assert done.returncode == 0, done.stderr[-4000:]
-    seen = Counter()
-    for folder, nproc in ((first, 2), (second, 1)):
-        for rank in outputs(folder, nproc):
-            seen.update(rank["seen"])
-    assert seen == Counter(range(64))
-
-
-def test_events_and_save_load_behave_as_in_one_process(tmp_path):
-    done = run_job({"out": str(tmp_path), "n_epochs": 2, "evaluate": 10, "save_model": str(tmp_path / "model")},
-                   "mpirun")
-    assert done.returncode == 0, done.stderr[-4000:]
-    epoch = ["on_train_epoch_begin"] + ["on_train_batch_begin", "on_after_optimizers_step",
-                                        "on_train_batch_end"] * 4 + ["on_train_epoch_end", "on_evaluate_end"]
-    for rank in outputs(tmp_path, 2):
-        assert rank["events"] == ["on_train_begin"] + epoch * 2 + ["on_train_end"]
-        assert rank["round_trip"] is True
-    assert [p.name for p in (tmp_path / "model").iterdir()] == ["model.pkl"], "only rank 0 writes"
+JOB = Path(__file__).resolve().parents[2] / "distributed" / "jobs" / "train_job.py"
 
 
 def test_missing_mpirun_is_a_clear_error(tmp_path):
@@ -161,28 +22,8 @@ def test_missing_mpirun_is_a_clear_error(tmp_path):
         for program in Path(folder).glob("*") if Path(folder).is_dir() else ():
             if not program.name.startswith(("mpi", "orte", "ompi", "prte")) and not (bin_dir / program.name).exists():
                 (bin_dir / program.name).symlink_to(program)
-    env = {**os.environ, "PATH": str(bin_dir)}
-    completed = subprocess.run([sys.executable, str(JOB), json.dumps({"out": str(tmp_path), "device": ["cpu", "cpu"]})],
-                               capture_output=True, text=True, timeout=180, env=env)
+    config = {"backend": "jittor", "out": str(tmp_path), "device": ["cpu", "cpu"], "world_size": 2}
+    completed = subprocess.run([sys.executable, str(JOB), json.dumps(config)], capture_output=True, text=True,
+                               timeout=180, env={**os.environ, "PATH": str(bin_dir)})
     assert completed.returncode != 0
     assert "'mpirun' was not found" in completed.stderr and "openmpi-bin" in completed.stderr
-
-
-def test_ctrl_c_stops_every_rank_of_a_self_launched_job(tmp_path):
-    config = {"out": str(tmp_path), "device": ["cpu", "cpu"], "n_epochs": 100000, "slow": True, "announce": True}
-    job = subprocess.Popen([sys.executable, str(JOB), json.dumps(config)], stdout=subprocess.PIPE,
-                           stderr=subprocess.PIPE, text=True, start_new_session=True, env={**os.environ, **MPI_ENV})
-    try:
-        assert "TRAINING" in job.stdout.readline()
-        time.sleep(2)  # let both ranks train
-        started = time.monotonic()
-        os.killpg(job.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the group
-        job.wait(timeout=30)
-        assert time.monotonic() - started < 30
-    finally:
-        if job.poll() is None:
-            os.killpg(job.pid, signal.SIGKILL)
-    assert job.returncode != 0
-    time.sleep(1)
-    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
-    assert leftover == [], "no orphan process may survive"

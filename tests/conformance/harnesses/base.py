@@ -86,6 +86,12 @@ class BackendHarness(ABC):
     def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
         """Logits for ``x`` in eval mode, as numpy."""
 
+    def wrap_user_data_parallel(self, model: Any) -> Any:
+        """Inside a launched rank: set up the framework's process group and wrap ``model`` (behind a
+        forward that returns ``{"loss": ...}``) in the framework's own data-parallel class, as a user
+        who does it themselves would. Backends without such a class do not override this."""
+        raise NotImplementedError(f"{self.driver_name} has no user-side data-parallel wrapper")
+
     @abstractmethod
     def foreign_object(self) -> Any:
         """Something that is not a model of this framework (for the bad-input table)."""

@@ -58,6 +58,17 @@ def _clip(model: paddle.nn.Layer, clip_type: str, value: float) -> None:
         paddle.nn.utils.clip_grad_value_(model.parameters(), value)
 
 
+class LossForward(paddle.nn.Layer):
+    """A model whose forward returns the loss, as a user-wrapped DataParallel needs."""
+
+    def __init__(self, inner: paddle.nn.Layer) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: paddle.Tensor, y: paddle.Tensor) -> dict[str, paddle.Tensor]:
+        return {"loss": F.cross_entropy(self.inner(x), y)}
+
+
 class Harness(BackendHarness):
     driver_name = "paddle"
 
@@ -110,6 +121,10 @@ class Harness(BackendHarness):
         model.eval()
         with paddle.no_grad():
             return model(paddle.to_tensor(x)).numpy()
+
+    def wrap_user_data_parallel(self, model):
+        paddle.distributed.init_parallel_env()
+        return paddle.DataParallel(LossForward(model))
 
     def foreign_object(self):
         return object()

@@ -53,6 +53,17 @@ def _clip(model: torch.nn.Module, clip_type: str, value: float) -> None:
         torch.nn.utils.clip_grad_value_(model.parameters(), value)
 
 
+class LossForward(torch.nn.Module):
+    """A model whose forward returns the loss, as a user-wrapped DistributedDataParallel needs."""
+
+    def __init__(self, inner: torch.nn.Module) -> None:
+        super().__init__()
+        self.inner = inner
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"loss": torch.nn.functional.cross_entropy(self.inner(x), y)}
+
+
 class Harness(BackendHarness):
     driver_name = "torch"
 
@@ -101,6 +112,10 @@ class Harness(BackendHarness):
         model.eval()
         with torch.no_grad():
             return model(torch.from_numpy(x)).numpy()
+
+    def wrap_user_data_parallel(self, model):
+        torch.distributed.init_process_group("gloo")
+        return torch.nn.parallel.DistributedDataParallel(LossForward(model))
 
     def foreign_object(self):
         return object()

@@ -1,6 +1,6 @@
 """A 2-rank job, the same for every backend: each rank logs and prints, then trains one epoch
-with a CSV logger. Usage: python rank_output_job.py CONFIG_JSON (backend, out, device, and the
-Trainer's output_from_new_proc / log_file)."""
+with a CSV logger. Usage: python rank_output_job.py CONFIG_JSON (backend, out, device and the Trainer's
+output_from_new_proc; see tests/distributed/launchers.py)."""
 import json
 import sys
 from pathlib import Path

@@ -1,0 +1,184 @@
+"""The driver conformance checks under 2 real ranks on CPU, written once for every backend.
+
+Each test runs ``jobs/train_job.py`` self-launched (a device list) and, where it matters, under
+the backend's own launcher (torchrun, paddle.distributed.launch, mpirun,
+oneflow.distributed.launch), then compares with one plain process of the same backend.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+import pytest
+
+from fastcore_train import Accuracy, Evaluator, GradClipCallback, Trainer
+from tests.conformance.harnesses.base import BackendHarness, initial_weights, make_data
+from tests.distributed.launchers import BACKENDS, Backend, job_environment, run_job
+
+pytestmark = pytest.mark.distributed
+
+JOB = Path(__file__).parent / "jobs" / "train_job.py"
+SAMPLES = 64
+
+
+@pytest.fixture(scope="module")
+def backend(backend_name) -> Backend:
+    return BACKENDS[backend_name]
+
+
+def launched(backend: Backend, config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 180) -> list[dict]:
+    """Run the job, require success, and read what every rank wrote."""
+    done = run_job(backend, JOB, config, launcher, nproc, timeout)
+    assert done.returncode == 0, (done.stderr[-4000:], backend.launcher_logs(Path(config["out"]))[-4000:])
+    return rank_outputs(Path(config["out"]), nproc)
+
+
+def rank_outputs(folder: Path, world_size: int) -> list[dict]:
+    return [{**json.loads((folder / f"rank_{r}.json").read_text()), "weights": dict(np.load(folder / f"rank_{r}.npz"))}
+            for r in range(world_size)]
+
+
+def single_process_weights(harness, global_batch: int, n_epochs: int = 1, shuffle: bool = False,
+                           callbacks: Optional[list] = None) -> dict:
+    x, y = make_data(SAMPLES, seed=4)
+    model = harness.make_model(initial_weights())
+    Trainer(model, harness.make_dataloader(x, y, global_batch, shuffle=shuffle), harness.make_sgd(model, 0.1),
+            driver=harness.driver_name, n_epochs=n_epochs, progress_bar=None,
+            callbacks=callbacks).run(num_eval_sanity_batch=0)
+    return harness.get_weights(model)
+
+
+def assert_close(actual: dict, expected: dict) -> None:
+    for name in expected:
+        np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+@pytest.mark.parametrize("launcher", ["self", "framework"])
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_two_ranks_equal_one_process_on_the_global_batch(backend, harness, tmp_path, launcher, shuffle):
+    ranks = launched(backend, {"out": str(tmp_path), "n_epochs": 2, "shuffle": shuffle},
+                     backend.launcher if launcher == "framework" else "self")
+    expected = single_process_weights(harness, 16, n_epochs=2, shuffle=shuffle)
+    assert not np.array_equal(expected["w1"], initial_weights()["w1"])
+    for rank in ranks:
+        assert rank["driver"] == backend.distributed_driver and rank["world_size"] == 2
+        assert rank["global_forward_batches"] == 8
+        assert_close(rank["weights"], expected)
+    assert Counter(ranks[0]["seen"] + ranks[1]["seen"]) == Counter(list(range(SAMPLES)) * 2)
+    assert not set(ranks[0]["seen"][:32]) & set(ranks[1]["seen"][:32]), "the ranks split each epoch"
+
+
+def test_every_rank_starts_from_rank_zeros_weights(backend, harness, tmp_path):
+    ranks = launched(backend, {"out": str(tmp_path), "rank_seeded_weights": True})
+    for rank in ranks:
+        assert_close(rank["weights"], single_process_weights(harness, 16))
+
+
+def test_a_users_own_process_group_and_data_parallel_model_are_respected(backend, harness, tmp_path):
+    if type(harness).wrap_user_data_parallel is BackendHarness.wrap_user_data_parallel:
+        pytest.skip(f"{backend.name} has no data-parallel model class for users to wrap their model in")
+    for rank in launched(backend, {"out": str(tmp_path), "user_wrapped": True}, backend.launcher):
+        assert rank["driver"] == backend.distributed_driver
+        assert_close(rank["weights"], single_process_weights(harness, 16))
+
+
+def test_accumulation_across_ranks_matches_the_global_batch(backend, harness, tmp_path):
+    for rank in launched(backend, {"out": str(tmp_path), "batch_size": 4, "accumulation_steps": 2}):
+        assert_close(rank["weights"], single_process_weights(harness, 16))
+
+
+@pytest.mark.parametrize("clip, accumulation_steps", [({"clip_type": "norm", "clip_value": 0.05}, 2),
+                                                      ({"clip_type": "value", "clip_value": 0.01}, 1)])
+def test_grad_clipping_on_two_ranks_equals_one_process_on_the_global_batch(backend, harness, tmp_path, clip,
+                                                                           accumulation_steps):
+    """Every rank clips the gradients averaged across ranks, as one process clips the global batch's."""
+    ranks = launched(backend, {"out": str(tmp_path), "grad_clip": clip, "batch_size": 8 // accumulation_steps,
+                               "accumulation_steps": accumulation_steps})
+    expected = single_process_weights(harness, 16, callbacks=[GradClipCallback(**clip)])
+    assert not np.allclose(expected["w1"], single_process_weights(harness, 16)["w1"]), "clipping made no difference"
+    for rank in ranks:
+        assert_close(rank["weights"], expected)
+
+
+@pytest.mark.parametrize("launcher", ["self", "framework"])
+def test_distributed_evaluation_equals_single_process(backend, harness, tmp_path, launcher):
+    ranks = launched(backend, {"out": str(tmp_path), "evaluate": 37},
+                     backend.launcher if launcher == "framework" else "self")
+    model = harness.make_model(dict(ranks[0]["weights"]))
+    ex, ey = make_data(37, seed=9)
+    expected = Evaluator(model, {"dev": harness.make_dataloader(ex, ey, 5)}, {"acc": Accuracy()},
+                         driver=harness.driver_name, input_mapping={"y": "target"}, verbose=0).run()
+    assert 0 < expected["acc#acc#dev"] < 1
+    assert ranks[0]["results"] == ranks[1]["results"] == expected
+
+
+def test_events_collectives_and_save_load_behave_as_in_one_process(backend, tmp_path):
+    ranks = launched(backend, {"out": str(tmp_path), "n_epochs": 2, "evaluate": 10,
+                               "save_model": str(tmp_path / "model")})
+    epoch = ["on_train_epoch_begin"] + ["on_train_batch_begin", "on_before_backward", "on_after_optimizers_step",
+                                        "on_train_batch_end"] * 4 + ["on_train_epoch_end", "on_evaluate_end"]
+    for rank in ranks:
+        assert rank["events"] == ["on_train_begin"] + epoch * 2 + ["on_train_end"]
+        assert rank["every"] == [3, 6]
+        assert rank["round_trip"] is True
+        assert rank["gathered"] == [{"rank": 0, "text": "xxx"}, {"rank": 1, "text": "xxxx"}]
+        assert rank["broadcast"] == "from 1"
+    suffix = ranks[0]["model_file_suffix"]
+    assert [p.name for p in (tmp_path / "model").iterdir()] == [f"model{suffix}"], "only rank 0 writes"
+
+
+@pytest.mark.parametrize("saved_with, resumed_with", [(1, 2), (2, 1), (2, 2)])
+def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, saved_with, resumed_with):
+    first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
+    first.mkdir(), second.mkdir()
+    common = {"shuffle": True, "batch_size": 4}
+    launched(backend, {**common, "out": str(first), "save_at": 3, "save_to": str(checkpoint)}, nproc=saved_with)
+    assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == saved_with
+    launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, nproc=resumed_with)
+    seen = Counter()
+    for folder, nproc in ((first, saved_with), (second, resumed_with)):
+        for rank in rank_outputs(folder, nproc):
+            seen.update(rank["seen"])
+    padding = [i for i, count in seen.items() if count > 1]
+    assert set(seen) == set(range(SAMPLES))
+    assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+
+
+@pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("self", 0), ("framework", 1)])
+def test_a_failing_rank_ends_the_job_quickly(backend, tmp_path, launcher, failing_rank):
+    started = time.monotonic()
+    done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 200, "fail_rank": failing_rank, "fail_at": 3,
+                                  "slow": True}, backend.launcher if launcher == "framework" else "self", timeout=90)
+    elapsed = time.monotonic() - started
+    assert done.returncode != 0
+    assert f"rank {failing_rank} fails on purpose" in done.stdout + done.stderr + backend.launcher_logs(tmp_path)
+    assert elapsed < 30, f"the job took {elapsed:.1f} s to stop"
+    assert not list(tmp_path.glob("rank_*.npz")), "no rank may finish training"
+
+
+def test_ctrl_c_stops_every_rank(backend, tmp_path):
+    config = {"backend": backend.name, "out": str(tmp_path), "device": ["cpu", "cpu"], "world_size": 2,
+              "n_epochs": 100000, "slow": True, "announce": True}
+    job = subprocess.Popen(backend.command(JOB, config, "self", 2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True, env=job_environment())
+    try:
+        assert "TRAINING" in job.stdout.readline()
+        time.sleep(3)  # let every rank start and train
+        started = time.monotonic()
+        os.killpg(job.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the group
+        job.wait(timeout=30)
+        assert time.monotonic() - started < 30
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode != 0
+    time.sleep(1)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], "no orphan process may survive"
