@@ -11,7 +11,6 @@ import importlib
 import json
 import os
 import sys
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -21,21 +20,13 @@ import numpy as np  # noqa: E402
 
 from fastcore_train import Accuracy, Callback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
+from tests.distributed.jobs.job_callbacks import Fail, Slow  # noqa: E402
 from tests.distributed.launchers import BACKENDS  # noqa: E402
 
 EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_batch_begin", "on_before_backward",
           "on_after_optimizers_step", "on_train_batch_end", "on_train_epoch_end", "on_evaluate_end", "on_train_end")
 # Where launchers put the rank before any framework is imported (rank-seeded weights need it early).
 _RANK_VARIABLES = ("RANK", "PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "FASTCORE_TRAIN_LAUNCHED_RANK")
-
-
-class Fail(Callback):
-    def __init__(self, rank, at):
-        self.rank, self.at = rank, at
-
-    def on_train_batch_end(self, trainer):
-        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
-            raise RuntimeError(f"rank {self.rank} fails on purpose")
 
 
 class SaveAndStop(Callback):
@@ -46,13 +37,6 @@ class SaveAndStop(Callback):
         if trainer.global_forward_batches == self.at:
             trainer.save_checkpoint(self.folder)
             trainer.stop_training()
-
-
-class Slow(Callback):
-    """Keeps a long run going slowly, for the interrupt and failure tests."""
-
-    def on_train_batch_end(self, trainer):
-        time.sleep(0.05)
 
 
 def launcher_rank() -> int:

@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 from fastcore_train import Accuracy, Callback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
+from tests.distributed.jobs.job_callbacks import Fail  # noqa: E402
 
 
 class SaveAt(Callback):
@@ -30,15 +31,6 @@ class SaveAt(Callback):
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
             trainer.save_checkpoint(self.folder)
-
-
-class Fail(Callback):
-    def __init__(self, rank, at):
-        self.rank, self.at = rank, at
-
-    def on_train_batch_end(self, trainer):
-        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
-            raise RuntimeError(f"rank {self.rank} fails on purpose")
 
 
 def canonical(harness, state):

@@ -29,6 +29,7 @@ import numpy as np  # noqa: E402
 from fastcore_train import Accuracy, Callback, GradClipCallback, LRSchedCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
+from tests.distributed.jobs.job_callbacks import Fail  # noqa: E402
 
 HARNESS = Harness()
 PREDICT_X = make_data(10, seed=7)[0]
@@ -53,15 +54,6 @@ def predictions(trainer) -> list:
         values = HARNESS.predict(trainer.model, PREDICT_X).tolist()
     trainer.model.train()
     return values
-
-
-class Fail(Callback):
-    def __init__(self, rank, at):
-        self.rank, self.at = rank, at
-
-    def on_train_batch_end(self, trainer):
-        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
-            raise RuntimeError(f"rank {self.rank} fails on purpose")
 
 
 class SaveAndStop(Callback):

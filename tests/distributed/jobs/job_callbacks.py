@@ -1,0 +1,22 @@
+"""Callbacks the multi-process test jobs use to make a rank fail or a run slow down on purpose."""
+import time
+
+from fastcore_train import Callback
+
+
+class Fail(Callback):
+    """Rank ``rank`` raises after global batch ``at``."""
+
+    def __init__(self, rank, at):
+        self.rank, self.at = rank, at
+
+    def on_train_batch_end(self, trainer):
+        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
+            raise RuntimeError(f"rank {self.rank} fails on purpose")
+
+
+class Slow(Callback):
+    """Keeps a long run going slowly, for the interrupt and failure tests."""
+
+    def on_train_batch_end(self, trainer):
+        time.sleep(0.05)
