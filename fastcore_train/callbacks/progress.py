@@ -174,7 +174,8 @@ class RichProgress(ProgressCallback):
             return
         loss = "" if summary["loss"] is None else f"loss {summary['loss']:.4f} "
         self._progress.update(self._task, completed=trainer.global_forward_batches,
-                              description=f"Epoch {summary['epoch']}/{summary['n_epochs']}",
+                              description=f"Epoch {summary['epoch']}/{summary['n_epochs']} "
+                                          f"batch {summary['batch']}/{summary['per_epoch'] or '?'}",
                               info=f"{loss}{summary['rate']:.1f} batch/s", refresh=True)
 
     def _show_results(self, trainer: Any, results: dict) -> None:
