@@ -12,8 +12,9 @@ import pytest
 import torch
 
 from fastcore_train.backends.torch.fairscale_driver import create_driver
-from tests.backends.torch.scripts.sharded_job import (HARNESS, PREDICT_X, assert_close, outputs, run_job,
-                                                      single_process_weights)
+from tests.backends.torch.scripts.sharded_job import (HARNESS, PREDICT_X,
+                                                      assert_clipped_training_matches_one_process, assert_close,
+                                                      outputs, run_job, single_process_weights)
 from tests.conformance.harnesses.base import initial_weights
 
 # 2 ranks x 4 samples x 2 accumulated batches: the same steps as 2 x 8, and as 16 in one process
@@ -41,13 +42,7 @@ def test_two_ranks_accumulating_equal_one_process_and_the_ddp_driver(tmp_path):
                                               ({"clip_type": "value", "clip_value": 0.01}, False)])
 def test_grad_clipping_on_two_ranks_equals_one_process(tmp_path, clip, accumulate):
     """Each rank holds the reduced gradients of its shard only: OSS combines the norm across ranks."""
-    config = {**TRAIN, **(ACCUMULATE if accumulate else {})}
-    done = run_job({**config, "grad_clip": clip, "out": str(tmp_path)})
-    assert done.returncode == 0, done.stderr[-4000:]
-    expected = single_process_weights({**config, "grad_clip": clip})
-    assert not np.allclose(expected["w1"], single_process_weights(config)["w1"]), "clipping made no difference"
-    for rank in outputs(tmp_path):
-        assert_close(rank["weights"]["final"], expected)
+    assert_clipped_training_matches_one_process({**TRAIN, **(ACCUMULATE if accumulate else {})}, clip, tmp_path)
 
 
 @pytest.mark.distributed

@@ -162,6 +162,17 @@ def single_process_weights(config):
     return HARNESS.get_weights(trainer.model)
 
 
+def assert_clipped_training_matches_one_process(config, clip, out):
+    """Two sharded ranks with ``GradClipCallback(**clip)`` end with the weights of one process
+    clipping the global batch's gradients (and clipping did change them)."""
+    done = run_job({**config, "grad_clip": clip, "out": str(out)})
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights({**config, "grad_clip": clip})
+    assert not np.allclose(expected["w1"], single_process_weights(config)["w1"]), "clipping made no difference"
+    for rank in outputs(out):
+        assert_close(rank["weights"]["final"], expected)
+
+
 def assert_close(actual, expected, rtol=1e-5, atol=1e-6):
     assert set(actual) == set(expected), (sorted(actual), sorted(expected))
     for name in expected:
