@@ -22,8 +22,8 @@ class GradClipCallback(Callback):
     is at most ``clip_value``; ``clip_type="value"`` clamps each gradient element to
     ``[-clip_value, clip_value]``. It acts in ``on_before_optimizers_step``, which fires only on
     the micro-batch that steps, so with gradient accumulation the accumulated gradients are
-    clipped once. ``last_total_norm`` holds the norm before clipping of the latest step (norm
-    clipping only), for logging.
+    clipped once. ``last_total_norm`` is the norm before clipping of the latest step (norm
+    clipping only, as a float), for logging; it is read from the device only when asked for.
     """
 
     def __init__(self, clip_value: float = 1.0, clip_type: str = "norm", norm_type: float = 2.0) -> None:
@@ -32,16 +32,24 @@ class GradClipCallback(Callback):
         self.clip_value = _positive("clip_value", clip_value)
         self.clip_type = clip_type
         self.norm_type = _positive("norm_type", norm_type)
-        self.last_total_norm: Optional[float] = None
+        self._last_norm: Any = None
+        self._driver: Any = None
 
     @property
     def callback_name(self) -> str:
         """Unique per clip type, so a norm clip and a value clip can be used together."""
         return f"GradClipCallback#{self.clip_type}"
 
+    @property
+    def last_total_norm(self) -> Optional[float]:
+        if self._last_norm is None:
+            return None
+        return float(self._driver.tensor_to_numeric(self._last_norm))
+
     def on_before_optimizers_step(self, trainer: Any, optimizers: list) -> None:
         if self.clip_type == "norm":
-            self.last_total_norm = trainer.driver.clip_grad_norm(self.clip_value, self.norm_type)
+            self._driver = trainer.driver
+            self._last_norm = trainer.driver.clip_grad_norm(self.clip_value, self.norm_type)
         else:
             trainer.driver.clip_grad_value(self.clip_value)
 

@@ -136,9 +136,10 @@ class Driver(ABC):
     def zero_grad(self) -> None:
         """Clear every optimizer's gradients."""
 
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> Any:
         """Scale all model gradients in place so that their global ``norm_type``-norm is at most
-        ``max_norm``; return that norm before clipping, as a python float.
+        ``max_norm``; return that norm before clipping as the framework's scalar tensor (read it
+        with :meth:`tensor_to_numeric`; it stays on the device so that clipping never waits for it).
 
         Called between backward and step, so it sees the synchronised (all-reduced) gradients
         of a distributed job and every rank clips alike; gradients of a grad scaler are unscaled

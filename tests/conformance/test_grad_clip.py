@@ -29,7 +29,10 @@ def _driver_clipped_grads(harness, clip_type: str, value: float) -> tuple[dict[s
     batch = next(iter(harness.make_dataloader(x, y, 8)))
     trainer.backward(trainer.train_step(batch))
     driver = trainer.driver
-    returned = driver.clip_grad_norm(value) if clip_type == "norm" else driver.clip_grad_value(value)
+    if clip_type == "norm":
+        returned = float(driver.tensor_to_numeric(driver.clip_grad_norm(value)))
+    else:
+        returned = driver.clip_grad_value(value)
     return harness.grads_of(model, driver.optimizers[0]), returned
 
 

@@ -156,7 +156,7 @@ class JittorSingleDriver(Driver):
             pending.append((optimizer, grads))
         return pending
 
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> Any:
         """The optimizer's own ``clip_grad_norm`` (1- or 2-norm, jittor's choice); with several
         optimizers their gradients are scaled together by jittor's formula, by their global norm."""
         if norm_type not in (1, 2):
@@ -164,16 +164,15 @@ class JittorSingleDriver(Driver):
         pending = self._pending_gradients()
         grads = [grad for _, grads in pending for grad in grads]
         if not grads:
-            return 0.0
+            return jt.zeros(())
         total = jt.norm(jt.concat([grad.flatten() for grad in grads]), int(norm_type))
-        total_norm = float(total.item())
         if len(pending) == 1:
             pending[0][0].clip_grad_norm(max_norm, int(norm_type))
         else:
             coefficient = jt.minimum(max_norm / (total + 1e-6), 1.0)
             for grad in grads:
                 grad.update(grad * coefficient)
-        return total_norm
+        return total
 
     def clip_grad_value(self, clip_value: float) -> None:
         """``Var.clamp`` of each pending gradient (jittor's optimizers have no value clipping)."""

@@ -183,10 +183,9 @@ class OneflowSingleDriver(Driver):
             self.grad_scaler.unscale_(optimizer)
         self._grads_unscaled = True
 
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> flow.Tensor:
         self.unscale_gradients()
-        total = flow.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
-        return float(total.item())
+        return flow.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
 
     def clip_grad_value(self, clip_value: float) -> None:
         self.unscale_gradients()

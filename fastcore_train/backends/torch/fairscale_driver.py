@@ -141,13 +141,13 @@ class FairScaleDriver(TorchDDPDriver):
                 # torch's LR schedulers warn unless the optimizer they were built on has stepped.
                 user._opt_called = True  # type: ignore[attr-defined]
 
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """FairScale's sharded clipping (collective): each rank holds the reduced gradients of only
         its share of the parameters, so the norm is combined across ranks by FSDP's
         ``clip_grad_norm_`` or OSS's ``clip_grad_norm``."""
         if isinstance(self.model, FairScaleFSDP):
             self.unscale_gradients()
-            return float(self.model.clip_grad_norm_(max_norm, norm_type))
+            return self.model.clip_grad_norm_(max_norm, norm_type)
         sharded = [optimizer for optimizer in self.optimizers if isinstance(optimizer, OSS)]
         if not sharded:
             return super().clip_grad_norm(max_norm, norm_type)
@@ -157,7 +157,7 @@ class FairScaleDriver(TorchDDPDriver):
                 f"optimizer's parameters only; with {len(self.optimizers)} optimizers there is no global norm. "
                 "Train with one optimizer (several parameter groups are fine) or clip by value.")
         self.unscale_gradients()
-        return float(sharded[0].clip_grad_norm(max_norm, norm_type))
+        return sharded[0].clip_grad_norm(max_norm, norm_type)
 
     def zero_grad(self) -> None:
         if isinstance(self.model, ShardedDataParallel):

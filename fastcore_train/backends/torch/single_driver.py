@@ -139,9 +139,9 @@ class TorchSingleDriver(Driver):
             self.grad_scaler.unscale_(optimizer)
         self._grads_unscaled = True
 
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         self.unscale_gradients()
-        return float(torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, norm_type))
+        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, norm_type)
 
     def clip_grad_value(self, clip_value: float) -> None:
         self.unscale_gradients()

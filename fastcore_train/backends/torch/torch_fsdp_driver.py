@@ -116,13 +116,13 @@ class TorchFSDPDriver(TorchDDPDriver):
         super().set_optimizers(optimizers)
 
     # ------------------------------------------------------------------ gradient clipping
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> float:
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
         """FSDP's own ``clip_grad_norm_``: each rank holds a shard of the gradients, so the norm is
         combined across ranks before every rank scales its shard (collective)."""
         if not isinstance(self.model, FullyShardedDataParallel):
             return super().clip_grad_norm(max_norm, norm_type)
         self.unscale_gradients()
-        return float(self.model.clip_grad_norm_(max_norm, norm_type))
+        return self.model.clip_grad_norm_(max_norm, norm_type)
 
     # ------------------------------------------------------------------ evaluation
     def full_params(self) -> ContextManager[Any]:
