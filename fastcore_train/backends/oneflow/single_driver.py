@@ -11,6 +11,7 @@ from fastcore_train.backends.oneflow import dataloader as oneflow_dataloader
 from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
 from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
 from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
@@ -54,7 +55,7 @@ def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.de
     return parsed
 
 
-class OneflowSingleDriver(Driver):
+class OneflowSingleDriver(ScaledGradientClipping, Driver):
     """Trains a ``oneflow.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``oneflow.autocast`` (float16) with a ``GradScaler`` on CUDA; oneflow's
@@ -79,7 +80,6 @@ class OneflowSingleDriver(Driver):
         self._autocast_dtype = oneflow_kwargs.get("autocast_dtype", flow.float16)
         self.grad_scaler: Optional[Any] = None
         self._amp_active = False
-        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
         self.rng: Optional[Reseeder] = None
 
     # ------------------------------------------------------------------ set-up and facts
@@ -167,29 +167,10 @@ class OneflowSingleDriver(Driver):
             for optimizer in self.optimizers:
                 scaler.step(optimizer)
             scaler.update()
-        self._grads_unscaled = False
+        self.gradients_stepped()
 
-    # ------------------------------------------------------------------ gradient clipping
-    def unscale_gradients(self) -> None:
-        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
-        their true size (the scaler's ``step`` then does not unscale again)."""
-        if self.grad_scaler is None or self._grads_unscaled:
-            return
-        if not hasattr(self.grad_scaler, "unscale_"):
-            raise NotImplementedError(
-                f"{type(self.grad_scaler).__name__} has no unscale_(), so gradients scaled for mixed precision "
-                "cannot be clipped at their true size; train with fp16=False to clip gradients with oneflow.")
-        for optimizer in self.optimizers:
-            self.grad_scaler.unscale_(optimizer)
-        self._grads_unscaled = True
-
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> flow.Tensor:
-        self.unscale_gradients()
-        return flow.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
-
-    def clip_grad_value(self, clip_value: float) -> None:
-        self.unscale_gradients()
-        flow.nn.utils.clip_grad_value_(self.unwrap_model().parameters(), clip_value)
+    def clip_utilities(self) -> Any:
+        return flow.nn.utils
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

@@ -136,7 +136,7 @@ class PaddleFleetDriver(PaddleSingleDriver):
             for optimizer in self._fleet_optimizers():
                 scaler.step(optimizer)
             scaler.update()
-        self._grads_unscaled = False
+        self.gradients_stepped()
 
     def stepping_optimizers(self) -> list[Any]:
         """Fleet's wrappers: the scaler must unscale the very objects :meth:`step` steps. The

@@ -14,6 +14,7 @@ from fastcore_train.backends.paddle.persistence import load_model_file, save_mod
 from fastcore_train.backends.paddle.rng import get_rng_state, set_rng_state
 from fastcore_train.backends.paddle.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
 from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
@@ -29,7 +30,7 @@ def check_paddle_kwargs(paddle_kwargs: Optional[dict[str, Any]], accepted: set[s
     return paddle_kwargs
 
 
-class PaddleSingleDriver(Driver):
+class PaddleSingleDriver(ScaledGradientClipping, Driver):
     """Trains a ``paddle.nn.Layer`` in this process on one device.
 
     The device is made paddle's current one (``paddle.set_device``), so dataloaders produce
@@ -57,7 +58,6 @@ class PaddleSingleDriver(Driver):
         self._amp_dtype = paddle_kwargs.get("amp_dtype", "float16")
         self.grad_scaler: Optional[paddle.amp.GradScaler] = None
         self._amp_active = False
-        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
@@ -134,29 +134,10 @@ class PaddleSingleDriver(Driver):
             for optimizer in self.optimizers:
                 scaler.step(optimizer)
             scaler.update()
-        self._grads_unscaled = False
+        self.gradients_stepped()
 
-    # ------------------------------------------------------------------ gradient clipping
-    def stepping_optimizers(self) -> list[Any]:
-        """The optimizer objects :meth:`step` hands to the grad scaler (it keys its state by them)."""
-        return self.optimizers
-
-    def unscale_gradients(self) -> None:
-        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
-        their true size; the scaler records it per optimizer and its ``step`` does not unscale again."""
-        if self.grad_scaler is None or self._grads_unscaled:
-            return
-        for optimizer in self.stepping_optimizers():
-            self.grad_scaler.unscale_(optimizer)
-        self._grads_unscaled = True
-
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> paddle.Tensor:
-        self.unscale_gradients()
-        return paddle.nn.utils.clip_grad_norm_(self.unwrap_model().parameters(), max_norm, norm_type)
-
-    def clip_grad_value(self, clip_value: float) -> None:
-        self.unscale_gradients()
-        paddle.nn.utils.clip_grad_value_(self.unwrap_model().parameters(), clip_value)
+    def clip_utilities(self) -> Any:
+        return paddle.nn.utils
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

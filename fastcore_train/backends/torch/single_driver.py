@@ -10,6 +10,7 @@ import torch
 from fastcore_train.backends.torch import dataloader as torch_dataloader
 from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
 from fastcore_train.drivers.model_calls import single_process_call
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
@@ -41,7 +42,7 @@ def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
     return parsed
 
 
-class TorchSingleDriver(Driver):
+class TorchSingleDriver(ScaledGradientClipping, Driver):
     """Trains a ``torch.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``torch.autocast`` with float16 and a ``GradScaler`` on CUDA, and bfloat16
@@ -65,7 +66,6 @@ class TorchSingleDriver(Driver):
         self._non_blocking = torch_kwargs.get("non_blocking", True)
         self._gradscaler_kwargs = torch_kwargs.get("gradscaler_kwargs", {})
         self.grad_scaler: Optional[torch.amp.GradScaler] = None
-        self._grads_unscaled = False  # this step's gradients were unscaled for clipping
         self._autocast_dtype = torch.float16 if self._device.type == "cuda" else torch.bfloat16
 
     # ------------------------------------------------------------------ set-up and facts
@@ -127,25 +127,10 @@ class TorchSingleDriver(Driver):
             for optimizer in self.optimizers:
                 scaler.step(optimizer)  # skips unscaling what unscale_gradients already unscaled
             scaler.update()
-        self._grads_unscaled = False
+        self.gradients_stepped()
 
-    # ------------------------------------------------------------------ gradient clipping
-    def unscale_gradients(self) -> None:
-        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
-        their true size; the scaler records it per optimizer and its ``step`` does not unscale again."""
-        if self.grad_scaler is None or self._grads_unscaled:
-            return
-        for optimizer in self.optimizers:
-            self.grad_scaler.unscale_(optimizer)
-        self._grads_unscaled = True
-
-    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> torch.Tensor:
-        self.unscale_gradients()
-        return torch.nn.utils.clip_grad_norm_(self.model.parameters(), max_norm, norm_type)
-
-    def clip_grad_value(self, clip_value: float) -> None:
-        self.unscale_gradients()
-        torch.nn.utils.clip_grad_value_(self.model.parameters(), clip_value)
+    def clip_utilities(self) -> Any:
+        return torch.nn.utils
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:

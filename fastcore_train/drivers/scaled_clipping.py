@@ -1,0 +1,58 @@
+"""Gradient clipping for drivers whose framework follows torch's conventions (torch, paddle, oneflow).
+
+Those frameworks share the shapes this needs: a grad scaler with ``unscale_(optimizer)``, and
+``clip_grad_norm_(parameters, max_norm, norm_type)`` / ``clip_grad_value_(parameters, value)``
+utilities. The bookkeeping (unscale mixed-precision gradients once per step, before clipping, so
+that the scaler's ``step`` does not unscale again) is written here once; a backend names its
+framework's utilities in :meth:`ScaledGradientClipping.clip_utilities`.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+
+class ScaledGradientClipping:
+    """Mixin for a :class:`~fastcore_train.drivers.Driver` with ``grad_scaler`` (or None) and
+    ``optimizers``; its ``step`` must call :meth:`gradients_stepped` after stepping."""
+
+    grad_scaler: Any
+    optimizers: list[Any]
+    _grads_unscaled = False  # this step's gradients were unscaled for clipping
+
+    def clip_utilities(self) -> Any:
+        """The framework's module holding ``clip_grad_norm_`` and ``clip_grad_value_``."""
+        raise NotImplementedError
+
+    def clip_parameters(self) -> Iterable[Any]:
+        """The parameters whose gradients are clipped: the user's model's."""
+        return self.unwrap_model().parameters()  # type: ignore[attr-defined]
+
+    def stepping_optimizers(self) -> list[Any]:
+        """The optimizer objects ``step`` hands to the grad scaler (it keys its state by them)."""
+        return self.optimizers
+
+    def unscale_gradients(self) -> None:
+        """Divide the gradients by the grad scaler's scale, once per step, so that clipping sees
+        their true size; the scaler records it per optimizer and its ``step`` does not unscale again."""
+        scaler = self.grad_scaler
+        if scaler is None or self._grads_unscaled:
+            return
+        if not hasattr(scaler, "unscale_"):
+            raise NotImplementedError(
+                f"{type(scaler).__name__} has no unscale_(), so gradients scaled for mixed precision cannot be "
+                "clipped at their true size; train with fp16=False to clip gradients.")
+        for optimizer in self.stepping_optimizers():
+            scaler.unscale_(optimizer)
+        self._grads_unscaled = True
+
+    def gradients_stepped(self) -> None:
+        """Called by ``step``: the next step's gradients are scaled again."""
+        self._grads_unscaled = False
+
+    def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> Any:
+        self.unscale_gradients()
+        return self.clip_utilities().clip_grad_norm_(self.clip_parameters(), max_norm, norm_type)
+
+    def clip_grad_value(self, clip_value: float) -> None:
+        self.unscale_gradients()
+        self.clip_utilities().clip_grad_value_(self.clip_parameters(), clip_value)
