@@ -11,7 +11,7 @@ from fastcore_train.backends.oneflow import dataloader as oneflow_dataloader
 from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
 from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
+from fastcore_train.drivers.grad_scaling import GradScaling
 from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
@@ -55,7 +55,7 @@ def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.de
     return parsed
 
 
-class OneflowSingleDriver(ScaledGradientClipping, Driver):
+class OneflowSingleDriver(GradScaling, Driver):
     """Trains a ``oneflow.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``oneflow.autocast`` (float16) with a ``GradScaler`` on CUDA; oneflow's
@@ -151,23 +151,9 @@ class OneflowSingleDriver(ScaledGradientClipping, Driver):
         return flow.autocast(device_type="cuda", dtype=self._autocast_dtype)
 
     def backward(self, loss: flow.Tensor) -> None:
-        if self.grad_scaler is not None:
-            self.grad_scaler.scale(loss).backward()
-        else:
-            loss.backward()
+        super().backward(loss)
         if self.rng is not None:
             self.rng.advance()
-
-    def step(self) -> None:
-        scaler = self.grad_scaler
-        if scaler is None:
-            for optimizer in self.optimizers:
-                optimizer.step()
-        else:
-            for optimizer in self.optimizers:
-                scaler.step(optimizer)
-            scaler.update()
-        self.gradients_stepped()
 
     def clip_utilities(self) -> Any:
         return flow.nn.utils

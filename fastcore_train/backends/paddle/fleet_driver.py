@@ -127,17 +127,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
                                         for optimizer in self.optimizers]
         return [wrapped for _, wrapped in self._wrapped_optimizers]
 
-    def step(self) -> None:
-        scaler = self.grad_scaler
-        if scaler is None:
-            for optimizer in self._fleet_optimizers():
-                optimizer.step()
-        else:
-            for optimizer in self._fleet_optimizers():
-                scaler.step(optimizer)
-            scaler.update()
-        self.gradients_stepped()
-
     def stepping_optimizers(self) -> list[Any]:
         """Fleet's wrappers: the scaler must unscale the very objects :meth:`step` steps. The
         gradients were averaged across ranks in the backward (DataParallel's reducer), so

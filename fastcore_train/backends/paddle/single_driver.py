@@ -14,7 +14,7 @@ from fastcore_train.backends.paddle.persistence import load_model_file, save_mod
 from fastcore_train.backends.paddle.rng import get_rng_state, set_rng_state
 from fastcore_train.backends.paddle.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
+from fastcore_train.drivers.grad_scaling import GradScaling
 from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
@@ -30,7 +30,7 @@ def check_paddle_kwargs(paddle_kwargs: Optional[dict[str, Any]], accepted: set[s
     return paddle_kwargs
 
 
-class PaddleSingleDriver(ScaledGradientClipping, Driver):
+class PaddleSingleDriver(GradScaling, Driver):
     """Trains a ``paddle.nn.Layer`` in this process on one device.
 
     The device is made paddle's current one (``paddle.set_device``), so dataloaders produce
@@ -118,23 +118,6 @@ class PaddleSingleDriver(ScaledGradientClipping, Driver):
         if not self._amp_active:
             return contextlib.nullcontext()
         return paddle.amp.auto_cast(enable=True, level=self._amp_level, dtype=self._amp_dtype)
-
-    def backward(self, loss: paddle.Tensor) -> None:
-        if self.grad_scaler is not None:
-            self.grad_scaler.scale(loss).backward()
-        else:
-            loss.backward()
-
-    def step(self) -> None:
-        scaler = self.grad_scaler
-        if scaler is None:
-            for optimizer in self.optimizers:
-                optimizer.step()
-        else:
-            for optimizer in self.optimizers:
-                scaler.step(optimizer)
-            scaler.update()
-        self.gradients_stepped()
 
     def clip_utilities(self) -> Any:
         return paddle.nn.utils

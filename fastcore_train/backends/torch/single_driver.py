@@ -10,7 +10,7 @@ import torch
 from fastcore_train.backends.torch import dataloader as torch_dataloader
 from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.scaled_clipping import ScaledGradientClipping
+from fastcore_train.drivers.grad_scaling import GradScaling
 from fastcore_train.drivers.model_calls import single_process_call
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
@@ -42,7 +42,7 @@ def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
     return parsed
 
 
-class TorchSingleDriver(ScaledGradientClipping, Driver):
+class TorchSingleDriver(GradScaling, Driver):
     """Trains a ``torch.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``torch.autocast`` with float16 and a ``GradScaler`` on CUDA, and bfloat16
@@ -111,23 +111,6 @@ class TorchSingleDriver(ScaledGradientClipping, Driver):
         if not self.fp16:
             return contextlib.nullcontext()
         return torch.autocast(device_type=self._device.type, dtype=self._autocast_dtype)
-
-    def backward(self, loss: torch.Tensor) -> None:
-        if self.grad_scaler is not None:
-            self.grad_scaler.scale(loss).backward()
-        else:
-            loss.backward()
-
-    def step(self) -> None:
-        scaler = self.grad_scaler
-        if scaler is None:
-            for optimizer in self.optimizers:
-                optimizer.step()
-        else:
-            for optimizer in self.optimizers:
-                scaler.step(optimizer)  # skips unscaling what unscale_gradients already unscaled
-            scaler.update()
-        self.gradients_stepped()
 
     def clip_utilities(self) -> Any:
         return torch.nn.utils

@@ -1,19 +1,21 @@
-"""Gradient clipping for drivers whose framework follows torch's conventions (torch, paddle, oneflow).
+"""Backward, step and gradient clipping for drivers whose framework follows torch's conventions
+(torch, paddle, oneflow).
 
-Those frameworks share the shapes this needs: a grad scaler with ``unscale_(optimizer)``, and
-``clip_grad_norm_(parameters, max_norm, norm_type)`` / ``clip_grad_value_(parameters, value)``
-utilities. The bookkeeping (unscale mixed-precision gradients once per step, before clipping, so
-that the scaler's ``step`` does not unscale again) is written here once; a backend names its
-framework's utilities in :meth:`ScaledGradientClipping.clip_utilities`.
+Those frameworks share the shapes this needs: a grad scaler with ``scale(loss)``,
+``step(optimizer)``, ``update()`` and ``unscale_(optimizer)``, and ``clip_grad_norm_(parameters,
+max_norm, norm_type)`` / ``clip_grad_value_(parameters, value)`` utilities. The mixed-precision
+bookkeeping (scale the loss, unscale once per step before clipping so that the scaler's ``step``
+does not unscale again) is written here once; a backend supplies its scaler (or None) and names
+its framework's utilities in :meth:`GradScaling.clip_utilities`.
 """
 from __future__ import annotations
 
 from typing import Any, Iterable
 
 
-class ScaledGradientClipping:
+class GradScaling:
     """Mixin for a :class:`~fastcore_train.drivers.Driver` with ``grad_scaler`` (or None) and
-    ``optimizers``; its ``step`` must call :meth:`gradients_stepped` after stepping."""
+    ``optimizers``: its ``backward``, ``step`` and clipping."""
 
     grad_scaler: Any
     optimizers: list[Any]
@@ -26,6 +28,24 @@ class ScaledGradientClipping:
     def clip_parameters(self) -> Iterable[Any]:
         """The parameters whose gradients are clipped: the user's model's."""
         return self.unwrap_model().parameters()  # type: ignore[attr-defined]
+
+    def backward(self, loss: Any) -> None:
+        if self.grad_scaler is not None:
+            self.grad_scaler.scale(loss).backward()
+        else:
+            loss.backward()
+
+    def step(self) -> None:
+        """Step every optimizer (through the scaler, which skips steps with inf/NaN gradients)."""
+        scaler = self.grad_scaler
+        if scaler is None:
+            for optimizer in self.stepping_optimizers():
+                optimizer.step()
+        else:
+            for optimizer in self.stepping_optimizers():
+                scaler.step(optimizer)  # skips unscaling what unscale_gradients already unscaled
+            scaler.update()
+        self._grads_unscaled = False  # the next step's gradients are scaled again
 
     def stepping_optimizers(self) -> list[Any]:
         """The optimizer objects ``step`` hands to the grad scaler (it keys its state by them)."""
@@ -44,10 +64,6 @@ class ScaledGradientClipping:
         for optimizer in self.stepping_optimizers():
             scaler.unscale_(optimizer)
         self._grads_unscaled = True
-
-    def gradients_stepped(self) -> None:
-        """Called by ``step``: the next step's gradients are scaled again."""
-        self._grads_unscaled = False
 
     def clip_grad_norm(self, max_norm: float, norm_type: float = 2.0) -> Any:
         self.unscale_gradients()
