@@ -9,7 +9,9 @@ A checkpoint is a folder::
     callback_states.pkl  what each Callback returned from on_save_checkpoint (pickled)
 
 The folder is written under a temporary name and renamed into place, so a process killed
-mid-write leaves the previous checkpoint complete and loadable.
+mid-write leaves the previous checkpoint complete and loadable. Only a folder that is itself a
+checkpoint (it has our ``meta.json``) or an empty folder is ever replaced: anything else at the
+target is the user's, and saving there is an error that leaves it untouched.
 """
 from __future__ import annotations
 
@@ -21,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.utils.atomic import atomic_path, recover_folder
+from fastcore_train.utils.atomic import atomic_path, blocking_file, recover_folder
 from fastcore_train.version import __version__
 
 FORMAT_VERSION = 1
@@ -34,6 +36,51 @@ TRAINING_STATE_STEM = "training_state"
 
 class CheckpointError(ValueError):
     """A folder that is not a loadable checkpoint for this trainer."""
+
+
+class CheckpointTargetError(CheckpointError):
+    """A place a checkpoint must not be written to (it holds something that is not ours)."""
+
+
+def is_checkpoint_folder(folder: Path) -> bool:
+    """True when ``folder`` holds a meta file written by :func:`write_checkpoint`."""
+    try:
+        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return False
+    return isinstance(meta, dict) and "format_version" in meta and "fastcore_train_version" in meta
+
+
+def checkpoint_target_problem(folder: os.PathLike) -> Optional[str]:
+    """Why a checkpoint must not be written to ``folder``, or None when it may.
+
+    It may when nothing is there, when an empty folder is there, or when a checkpoint of ours is
+    there (it is replaced whole). Everything else belongs to the user and is never replaced.
+    """
+    folder = Path(folder)
+    resolved = folder.resolve()
+    if folder.name in ("", ".", "..") or resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
+        return (f"save_checkpoint({str(folder)!r}) would replace the current directory or one above it. "
+                "A checkpoint is a folder of its own: pass a new folder name, e.g. 'checkpoints/last'.")
+    blocker = blocking_file(folder)
+    if blocker == folder:
+        return (f"{str(folder)!r} is a file, not a checkpoint folder; it was left untouched. "
+                "Pass a folder name that is free (or a checkpoint folder to replace).")
+    if blocker is not None:
+        return (f"Cannot write a checkpoint to {str(folder)!r}: {str(blocker)!r} is a file, not a "
+                "folder. Pass a path whose parents are folders.")
+    if folder.is_dir() and any(folder.iterdir()) and not is_checkpoint_folder(folder):
+        return (f"{str(folder)!r} already holds files and is not a fastcore_train checkpoint (no "
+                f"{META_FILE} of ours); save_checkpoint replaces only checkpoints it wrote, so the folder "
+                "was left untouched. Pass a new folder (e.g. a subfolder of it) or empty it first.")
+    return None
+
+
+def check_checkpoint_target(folder: os.PathLike) -> None:
+    """Raise :class:`CheckpointTargetError` when :func:`checkpoint_target_problem` finds one."""
+    problem = checkpoint_target_problem(folder)
+    if problem is not None:
+        raise CheckpointTargetError(problem)
 
 
 def model_file(folder: Path, driver: Driver) -> Path:
@@ -57,15 +104,17 @@ def write_json(path: Path, data: Any) -> None:
 
 
 @contextlib.contextmanager
-def staged_path(target: Path, driver: Driver, make_dir: bool) -> Iterator[Path]:
+def staged_path(target: Path, driver: Driver, make_dir: bool,
+                check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
     """A temporary path that replaces ``target`` atomically on success.
 
     Entered by rank 0 alone, or, for a driver whose saving is collective, by every rank: rank 0
     picks the path and shares it, and renames it into place only after every rank has written.
+    ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0.
     """
     collective = driver.collective_save and driver.is_distributed()
     is_zero = driver.is_global_zero()
-    with atomic_path(target) if is_zero else contextlib.nullcontext() as staging:
+    with atomic_path(target, check_target) if is_zero else contextlib.nullcontext() as staging:
         if is_zero and make_dir:
             staging.mkdir(parents=True)
         if collective:
@@ -93,11 +142,12 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
 
     Call on rank 0 only, or on every rank when ``driver.collective_save``. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
-    evaluation results a checkpoint was selected by).
+    evaluation results a checkpoint was selected by). Raises :class:`CheckpointTargetError`
+    (before writing anything) when ``folder`` holds something that is not a checkpoint.
     """
     folder = Path(folder)
     is_zero = driver.is_global_zero()
-    with staged_path(folder, driver, make_dir=True) as staging:
+    with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target) as staging:
         if is_zero:
             write_json(staging / META_FILE, {
                 "format_version": FORMAT_VERSION, "backend": driver.backend,

@@ -31,6 +31,16 @@ def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None
     return None
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without ``--backend``, leave out the tests that need one (they use ``harness`` or ``backend_name``)."""
+    if config.getoption("--backend") is not None:
+        return
+    needs_backend = [item for item in items if {"harness", "backend_name"} & set(getattr(item, "fixturenames", ()))]
+    if needs_backend:
+        config.hook.pytest_deselected(items=needs_backend)
+        items[:] = [item for item in items if item not in needs_backend]
+
+
 @pytest.fixture(scope="session")
 def backend_name(request: pytest.FixtureRequest) -> str:
     return request.config.getoption("--backend")

@@ -9,6 +9,7 @@ from fastcore_train.callbacks.monitor_mixin import MonitorTracker
 from fastcore_train.callbacks.run_folder import new_run_folder
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.events.callback import Callback
+from fastcore_train.utils.atomic import blocking_file
 
 EVALUATE_RESULTS_FILE = "evaluate_results.json"
 
@@ -62,6 +63,10 @@ class CheckpointCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         if self.tracker is not None:
             self.tracker.bind(trainer, "CheckpointCallback(topk=...)")
+        blocker = blocking_file(self.folder)
+        if blocker is not None:  # found now, not at the first save many batches in
+            raise ValueError(f"CheckpointCallback cannot write to {str(self.folder)!r}: {str(blocker)!r} "
+                             "is a file, not a folder. Pass a folder path (new or existing).")
         self.run_folder = new_run_folder(self.folder, driver)
 
     def on_train_batch_end(self, trainer: Any) -> None:

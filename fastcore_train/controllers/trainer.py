@@ -484,7 +484,14 @@ class Trainer:
 
         Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
         states, event-filter counters and every rank's RNG states (python, numpy, framework).
+        ``folder`` may be new, empty, or an earlier checkpoint (replaced whole); anything else
+        there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
+        on every rank, leaving it untouched.
         """
+        problem = ckpt.checkpoint_target_problem(folder) if self.driver.is_global_zero() else None
+        problem = self.driver.broadcast_object(problem)  # every rank raises alike, none waits
+        if problem is not None:
+            raise ckpt.CheckpointTargetError(problem)
         callback_states = self.callback_manager.callback_states(self)
         sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
         consumed = self.state.batch_idx_in_epoch - self._batches_before_iter

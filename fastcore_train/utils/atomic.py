@@ -3,21 +3,46 @@
 Everything is first written under a temporary sibling name and then renamed into place; a
 rename within one filesystem is atomic, so readers see the old version or the new one, never a
 half-written one.
+
+Temporary names carry the writing host and process (``.<name>.tmp-<host>-<pid>-<tag>``), so a
+later write in the same folder can tell, without guessing, that a leftover came from a writer
+of ours that is gone, and remove it.
 """
 from __future__ import annotations
 
 import contextlib
+import errno
+import hashlib
 import os
+import re
 import shutil
+import socket
 import uuid
 from pathlib import Path
-from typing import Iterator, Union
+from typing import Callable, Iterator, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
+_TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<tag>[0-9a-f]{8})$")
 
-def _sibling(target: Path, tag: str) -> Path:
-    return target.with_name(f".{target.name}.{tag}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+def _host_id() -> str:
+    """A short, filename-safe id of this machine, so a leftover of another host is never judged here."""
+    return hashlib.sha1(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def temporary_sibling(target: Path) -> Path:
+    """The temporary name a write to ``target`` is staged under."""
+    return target.with_name(f".{target.name}.tmp-{_host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def blocking_file(path: PathLike) -> Optional[Path]:
+    """The nearest existing entry at or above ``path`` when it is not a folder (so no folder can
+    be made at ``path``), else None."""
+    for candidate in [Path(path), *Path(path).parents]:
+        if candidate.exists():
+            return None if candidate.is_dir() else candidate
+    return None
 
 
 def _remove(path: Path) -> None:
@@ -27,9 +52,44 @@ def _remove(path: Path) -> None:
         path.unlink()
 
 
+def _process_is_gone(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except OSError as error:
+        return error.errno == errno.ESRCH
+    return False
+
+
+def remove_stale_temporaries(folder: PathLike) -> list[Path]:
+    """Remove, from ``folder``, temporaries left by a write of ours whose process has died.
+
+    Only names this module makes are considered, only those written on this host, and only when
+    the process that wrote them no longer exists; anything else is left alone. Returns what was
+    removed.
+    """
+    folder = Path(folder)
+    removed: list[Path] = []
+    if not folder.is_dir():
+        return removed
+    host = _host_id()
+    for entry in folder.iterdir():
+        match = _TEMPORARY_NAME.match(entry.name)
+        if match is None or match["host"] != host:
+            continue
+        pid = int(match["pid"])
+        if pid != os.getpid() and _process_is_gone(pid):
+            _remove(entry)
+            removed.append(entry)
+    return removed
+
+
 @contextlib.contextmanager
-def atomic_path(target: PathLike) -> Iterator[Path]:
+def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
     """Yield a temporary path to write a file or a folder to; on success it replaces ``target``.
+
+    ``check_target(target)`` raises when what is at ``target`` must not be replaced; it runs
+    before anything is written and again just before the replacement, and ``target`` is then
+    left exactly as it was.
 
     A file replaces a file in one ``os.replace``. No rename puts a folder over a non-empty folder
     (nor a file over a folder, or a folder over a file), so then the old one is first moved aside
@@ -37,10 +97,15 @@ def atomic_path(target: PathLike) -> Iterator[Path]:
     it back if the process died in between.
     """
     target = Path(target)
+    if check_target is not None:
+        check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
-    temporary = _sibling(target, "tmp")
+    remove_stale_temporaries(target.parent)
+    temporary = temporary_sibling(target)
     try:
         yield temporary
+        if check_target is not None:
+            check_target(target)
         if target.is_dir() or (temporary.is_dir() and target.exists()):
             # No rename replaces a folder, or a file by a folder: move the old one aside first.
             aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")

@@ -3,9 +3,11 @@
 Usage: python train_job.py CONFIG_JSON, run self-launched (``device`` a list) or under the
 backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, and optionally
 ``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``accumulation_steps``, ``grad_clip``,
-``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``, ``resume_from``,
+``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``, ``resume_from``,
 ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
+With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
+to ``<folder>/rank_<r>.error``, and training goes on.
 """
 import importlib
 import json
@@ -30,12 +32,18 @@ _RANK_VARIABLES = ("RANK", "PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "FASTCOR
 
 
 class SaveAndStop(Callback):
-    def __init__(self, at, folder):
-        self.at, self.folder = at, folder
+    def __init__(self, at, folder, errors_to=None):
+        self.at, self.folder, self.errors_to = at, folder, errors_to
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
-            trainer.save_checkpoint(self.folder)
+            try:
+                trainer.save_checkpoint(self.folder)
+            except Exception as error:
+                if self.errors_to is None:
+                    raise
+                Path(self.errors_to, f"rank_{trainer.driver.rank}.error").write_text(f"{type(error).__name__}: {error}")
+                return
             trainer.stop_training()
 
 
@@ -62,7 +70,7 @@ def main(config):
     if "fail_rank" in config:
         callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
     if "save_at" in config:
-        callbacks.append(SaveAndStop(config["save_at"], config["save_to"]))
+        callbacks.append(SaveAndStop(config["save_at"], config["save_to"], config.get("save_errors_to")))
     if config.get("slow"):
         callbacks.append(Slow())
     if "grad_clip" in config:
