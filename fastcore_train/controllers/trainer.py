@@ -4,40 +4,44 @@ It keeps fastNLP 1.0's constructor and ``run()`` parameters (same names, same me
 the framework only through a :class:`~fastcore_train.drivers.Driver`, and fires the events of
 :mod:`fastcore_train.events` at each step. Events nobody listens to cost nothing: the loop reads
 a ``None`` and skips the call.
+
+This module builds the Trainer and drives a run; the Trainer's other parts are mixins beside it:
+the step primitives (:mod:`~fastcore_train.controllers.batch_step`), the epoch loop
+(:mod:`~fastcore_train.controllers.train_loop`), saving and loading
+(:mod:`~fastcore_train.controllers.persistence`), the RNG states
+(:mod:`~fastcore_train.controllers.random_state`) and the state attributes
+(:mod:`~fastcore_train.controllers.state_view`); :mod:`~fastcore_train.controllers.arguments`
+checks the arguments.
 """
 from __future__ import annotations
 
-import contextlib
 import math
 from collections import defaultdict
 from pathlib import Path
-from typing import Any, Callable, ClassVar, Iterator, Optional, Sequence, Union
+from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
-from fastcore_train import checkpoint as ckpt
 from fastcore_train import log
-from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
+from fastcore_train.controllers.arguments import TRAINER_OPTIONS, check_run_arguments, check_trainer_arguments
+from fastcore_train.controllers.batch_io import ModelCaller
+from fastcore_train.controllers.batch_step import BatchStepMixin
 from fastcore_train.controllers.evaluator import Evaluator
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.controllers.overfit import OverfitDataLoader
+from fastcore_train.controllers.persistence import PersistenceMixin
+from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
+from fastcore_train.controllers.state_view import StateViewMixin
+from fastcore_train.controllers.train_loop import TrainLoopMixin
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.callback import Callback
 from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
-from fastcore_train.samplers.adapt import find_reproducible_batch_sampler, make_reproducible_dataloader
-from fastcore_train.utils.rng import get_host_rng_state, set_host_rng_state
-from fastcore_train.utils.param_call import apply_mapping
+from fastcore_train.samplers.adapt import make_reproducible_dataloader
 
 BatchStepFn = Callable[["Trainer", Any], None]
-
-_TRAINER_OPTIONS = {
-    "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
-    "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
-    "log_file",
-}
 
 
 def default_batch_step(trainer: "Trainer", batch: Any) -> None:
@@ -48,14 +52,7 @@ def default_batch_step(trainer: "Trainer", batch: Any) -> None:
     trainer.zero_grad()
 
 
-def _positive_int(name: str, value: Any, allow: Sequence[int] = ()) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or (value <= 0 and value not in allow):
-        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
-        raise ValueError(f"{name} must be a positive int{extra}, got {value!r}.")
-    return value
-
-
-class Trainer:
+class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin, StateViewMixin):
     """Train ``model`` on ``train_dataloader`` with ``optimizers`` through a framework driver.
 
     See the docs for every parameter; the ones a fastNLP 1.0 user knows keep their meaning:
@@ -80,10 +77,10 @@ class Trainer:
                  fp16: bool = False, monitor: Monitor = None, larger_better: bool = True,
                  n_batches: int = -1, overfit_batches: int = 0, marker: Optional[str] = None,
                  **kwargs: Any) -> None:
-        driver_kwargs, options = split_backend_kwargs(kwargs, _TRAINER_OPTIONS)
-        self._check_arguments(train_dataloader, n_epochs, evaluate_dataloaders, metrics,
-                              evaluate_batch_step_fn, batch_step_fn, evaluate_every,
-                              accumulation_steps, n_batches, overfit_batches, monitor)
+        driver_kwargs, options = split_backend_kwargs(kwargs, TRAINER_OPTIONS)
+        check_trainer_arguments(train_dataloader, n_epochs, evaluate_dataloaders, metrics,
+                                evaluate_batch_step_fn, batch_step_fn, evaluate_every,
+                                accumulation_steps, n_batches, overfit_batches, monitor)
         self.marker = marker
         self.monitor = monitor
         self.larger_better = larger_better
@@ -159,35 +156,6 @@ class Trainer:
             self.callback_manager.add_fn(event, fn)
         self._fire("on_after_trainer_initialized", self.driver)
 
-    # ------------------------------------------------------------------ argument checks
-    @staticmethod
-    def _check_arguments(train_dataloader: Any, n_epochs: Any, evaluate_dataloaders: Any, metrics: Any,
-                         evaluate_batch_step_fn: Any, batch_step_fn: Any, evaluate_every: Any,
-                         accumulation_steps: Any, n_batches: Any, overfit_batches: Any, monitor: Any) -> None:
-        if train_dataloader is None:
-            raise ValueError("train_dataloader is required.")
-        _positive_int("n_epochs", n_epochs)
-        _positive_int("accumulation_steps", accumulation_steps)
-        _positive_int("n_batches", n_batches, allow=(-1,))
-        if isinstance(overfit_batches, bool) or not isinstance(overfit_batches, int) or overfit_batches < -1:
-            raise ValueError(f"overfit_batches must be 0 (off), -1 (all) or a positive int, got {overfit_batches!r}.")
-        if not callable(evaluate_every) and (
-                isinstance(evaluate_every, bool) or not isinstance(evaluate_every, int) or evaluate_every == 0):
-            raise ValueError(
-                f"evaluate_every must be a non-zero int (>0: every n batches, <0: every n epochs) or "
-                f"callable(trainer) -> bool, got {evaluate_every!r}."
-            )
-        if metrics and evaluate_dataloaders is None and not overfit_batches:
-            raise ValueError("metrics were given but no evaluate_dataloaders to compute them on; pass "
-                             "evaluate_dataloaders=... (a dataloader or a dict of them).")
-        if evaluate_dataloaders is not None and not metrics and evaluate_batch_step_fn is None:
-            raise ValueError("evaluate_dataloaders were given without metrics: pass metrics={'name': Metric} "
-                             "(or an evaluate_batch_step_fn) so evaluation has something to compute.")
-        if batch_step_fn is not None and not callable(batch_step_fn):
-            raise ValueError("batch_step_fn must be callable(trainer, batch).")
-        if monitor is not None and not (isinstance(monitor, str) or callable(monitor)):
-            raise ValueError(f"monitor must be a result name (str) or callable(results) -> float, got {monitor!r}.")
-
     # ------------------------------------------------------------------ Trainer.on / listeners
     @classmethod
     def on(cls, event: Event, marker: Optional[str] = None) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -233,10 +201,7 @@ class Trainer:
         ``num_eval_sanity_batch`` batches are evaluated before training to catch errors early;
         ``resume_from`` is a checkpoint folder to continue from.
         """
-        _positive_int("num_train_batch_per_epoch", num_train_batch_per_epoch, allow=(-1,))
-        _positive_int("num_eval_batch_per_dl", num_eval_batch_per_dl, allow=(-1,))
-        if isinstance(num_eval_sanity_batch, bool) or not isinstance(num_eval_sanity_batch, int) or num_eval_sanity_batch < 0:
-            raise ValueError(f"num_eval_sanity_batch must be an int >= 0, got {num_eval_sanity_batch!r}.")
+        check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
         if catch_KeyboardInterrupt is None:
             catch_KeyboardInterrupt = not self.driver.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
@@ -283,140 +248,6 @@ class Trainer:
         """Ask the loop to stop after the current batch (e.g. early stopping); every rank must ask."""
         self._stop_requested = True
 
-    def _reached_n_batches(self) -> bool:
-        return 0 < self.state.n_batches <= self.state.global_forward_batches
-
-    def _train_epoch(self) -> None:
-        """One pass over the training dataloader; the per-batch hot path lives here."""
-        manager = self.callback_manager
-        fetch_begin, fetch_end = manager.on_fetch_data_begin, manager.on_fetch_data_end
-        batch_begin, batch_end = manager.on_train_batch_begin, manager.on_train_batch_end
-        driver = self.driver
-        state = self.state
-        move = driver.needs_data_move
-        mapping = self.train_input_mapping
-        batch_step_fn = self.batch_step_fn
-        accumulation = self.accumulation_steps
-        no_sync = accumulation > 1 and driver.is_distributed()
-        n_batches = state.n_batches
-        evaluate_every = self.evaluate_every if self.evaluator is not None else None
-        every_batches = evaluate_every if isinstance(evaluate_every, int) and evaluate_every > 0 else 0
-        evaluate_when = evaluate_every if callable(evaluate_every) else None
-
-        iterator, per_epoch = self._start_epoch_iterator()
-        while True:
-            if fetch_begin is not None:
-                fetch_begin(self)
-            try:
-                batch = next(iterator)
-            except StopIteration:
-                break
-            if fetch_end is not None:
-                fetch_end(self)
-            if mapping is not None:
-                batch = apply_mapping(mapping, batch)
-            if move:
-                batch = driver.move_data_to_device(batch)
-            if batch_begin is not None:
-                batch_begin(self, batch, None)
-            if accumulation > 1:
-                done = state.batch_idx_in_epoch + 1
-                self._update_now = done % accumulation == 0 or done == per_epoch
-                if no_sync and not self._update_now:
-                    with driver.no_sync():
-                        batch_step_fn(self, batch)
-                else:
-                    batch_step_fn(self, batch)
-            else:
-                batch_step_fn(self, batch)
-            state.global_forward_batches += 1
-            state.batch_idx_in_epoch += 1
-            if batch_end is not None:
-                batch_end(self)
-            if every_batches and state.global_forward_batches % every_batches == 0:
-                self.run_evaluate()
-            elif evaluate_when is not None and evaluate_when(self):
-                self.run_evaluate()
-            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches \
-                    or self._stop_requested:
-                break
-
-    def _start_epoch_iterator(self) -> tuple[Any, int]:
-        """The epoch's batch iterator (resuming where a checkpoint stopped) and its batch count.
-
-        A reproducible sampler resumes by itself; for any other dataloader the batches already
-        trained are fetched and dropped, which is exact only if its order is deterministic.
-        """
-        state = self.state
-        self._batches_before_iter = done = state.batch_idx_in_epoch
-        iterator = iter(self.dataloader)
-        if done and find_reproducible_batch_sampler(self.driver, self.dataloader) is None:
-            logger.warning("Resuming mid-epoch without a reproducible sampler: skipping %d batches; the "
-                           "data order matches the interrupted run only if the dataloader is deterministic.", done)
-            for _ in range(done):
-                next(iterator)
-            self._batches_before_iter = 0
-        if self._pending_rng_state is not None:
-            self._set_rng_state(self._pending_rng_state)
-            self._pending_rng_state = None
-        remaining = self.driver.dataloader_length(self.dataloader)
-        cap = self._batch_cap
-        if remaining is None:
-            per_epoch = -1 if cap is None else cap
-        else:
-            per_epoch = remaining + self._batches_before_iter
-            per_epoch = per_epoch if cap is None else min(per_epoch, cap)
-        state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
-        return iterator, per_epoch
-
-    # ------------------------------------------------------------------ step primitives
-    def train_step(self, batch: Any) -> Any:
-        """The training forward (``train_fn``/``train_step``/forward), output_mapping applied."""
-        if self.fp16:
-            with self.driver.auto_cast():
-                outputs = self._call_model(batch)
-        else:
-            outputs = self._call_model(batch)
-        if self.train_output_mapping is not None:
-            outputs = apply_mapping(self.train_output_mapping, outputs)
-        return outputs
-
-    def backward(self, outputs: Any) -> None:
-        """Backward the ``loss`` in ``outputs`` (divided by ``accumulation_steps``)."""
-        manager = self.callback_manager
-        if manager.on_before_backward is not None:
-            manager.on_before_backward(self, outputs)
-        try:
-            loss = outputs["loss"]
-        except Exception:
-            loss = extract_loss(outputs)
-        self.last_loss = loss
-        if self.accumulation_steps > 1:
-            loss = loss / self.accumulation_steps
-        self.driver.backward(loss)
-        if manager.on_after_backward is not None:
-            manager.on_after_backward(self)
-
-    def step(self) -> None:
-        """Step the optimizers, on the last micro-batch of each accumulation group only."""
-        if self._update_now:
-            manager = self.callback_manager
-            if manager.on_before_optimizers_step is not None:
-                manager.on_before_optimizers_step(self, self.driver.optimizers)
-            self.driver.step()
-            if manager.on_after_optimizers_step is not None:
-                manager.on_after_optimizers_step(self, self.driver.optimizers)
-
-    def zero_grad(self) -> None:
-        """Clear gradients, on the last micro-batch of each accumulation group only."""
-        if self._update_now:
-            manager = self.callback_manager
-            if manager.on_before_zero_grad is not None:
-                manager.on_before_zero_grad(self, self.driver.optimizers)
-            self.driver.zero_grad()
-            if manager.on_after_zero_grad is not None:
-                manager.on_after_zero_grad(self, self.driver.optimizers)
-
     def run_evaluate(self) -> dict[str, Any]:
         """Evaluate now (firing the evaluate events) and return the flat results."""
         if self.evaluator is None:
@@ -428,173 +259,3 @@ class Trainer:
         self.evaluate_results = results
         self._fire("on_evaluate_end", results)
         return results
-
-    # ------------------------------------------------------------------ random state
-    def _get_rng_state(self) -> dict[str, Any]:
-        return {**get_host_rng_state(), "framework": self.driver.get_rng_state()}
-
-    def _set_rng_state(self, state: dict[str, Any]) -> None:
-        set_host_rng_state(state)
-        self.driver.set_rng_state(state["framework"])
-
-    @contextlib.contextmanager
-    def _rng_preserved(self) -> Iterator[None]:
-        """Evaluation must not shift training's random streams (else resumes would diverge)."""
-        saved = self._get_rng_state()
-        try:
-            yield
-        finally:
-            self._set_rng_state(saved)
-
-    # ------------------------------------------------------------------ save / load
-    def save_model(self, folder: Union[str, Path], only_state_dict: bool = True,
-                   model_save_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
-        """Write the model into ``folder`` (as ``model<suffix>``, or via ``model_save_fn(folder)``)."""
-        self._fire("on_save_model")
-        folder = Path(folder)
-        if model_save_fn is not None:
-            if self.driver.is_global_zero():
-                folder.mkdir(parents=True, exist_ok=True)
-                model_save_fn(folder)
-        elif self.driver.is_global_zero() or self.driver.collective_save:
-            ckpt.write_model_file(folder, self.driver, only_state_dict, **kwargs)
-        self.driver.barrier()
-
-    def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
-                   model_load_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
-        """Restore the model written by :meth:`save_model` (every rank loads)."""
-        self._fire("on_load_model")
-        folder = Path(folder)
-        if model_load_fn is not None:
-            model_load_fn(folder)
-        else:
-            path = ckpt.model_file(folder, self.driver)
-            if not path.exists():
-                raise FileNotFoundError(
-                    f"No model file at {str(path)!r}: load_model expects the folder given to save_model "
-                    f"(which writes {path.name} inside it)."
-                )
-            self.driver.load_model(path, only_state_dict=only_state_dict, **kwargs)
-        self.driver.barrier()
-
-    def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
-                        model_save_fn: Optional[Callable[[Path], None]] = None,
-                        extra_json: Optional[dict[str, Any]] = None) -> None:
-        """Write everything needed to resume exactly into ``folder``, atomically.
-
-        Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
-        states, event-filter counters and every rank's RNG states (python, numpy, framework).
-        ``folder`` may be new, empty, or an earlier checkpoint (replaced whole); anything else
-        there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
-        on every rank, leaving it untouched.
-        """
-        problem = ckpt.checkpoint_target_problem(folder) if self.driver.is_global_zero() else None
-        problem = self.driver.broadcast_object(problem)  # every rank raises alike, none waits
-        if problem is not None:
-            raise ckpt.CheckpointTargetError(problem)
-        callback_states = self.callback_manager.callback_states(self)
-        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
-        consumed = self.state.batch_idx_in_epoch - self._batches_before_iter
-        trainer_state = {
-            "state": self.state.state_dict(),
-            "sampler": None if sampler is None else sampler.state_dict(num_consumed_batches=consumed),
-            "event_filters": self.callback_manager.filter_states(),
-            "rng": self.driver.all_gather_object(self._get_rng_state()),
-        }
-        if self.driver.is_global_zero() or self.driver.collective_save:
-            ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
-                                  model_save_fn, extra_json)
-        self.driver.barrier()
-
-    def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
-                        only_state_dict: bool = True,
-                        model_load_fn: Optional[Callable[[Path], None]] = None) -> None:
-        """Restore a checkpoint; with ``resume_training=False`` only model and optimizers.
-
-        Training then continues from the batch after the one the checkpoint was taken at, with
-        the same data order and random streams as an uninterrupted run.
-        """
-        meta = ckpt.read_meta(folder, self.driver)
-        folder = Path(meta["folder"])
-        if model_load_fn is not None:
-            model_load_fn(folder)
-        else:
-            path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
-            self.driver.load_model(path, only_state_dict=meta.get("only_state_dict", only_state_dict))
-        self.driver.load_training_state(ckpt.require_file(
-            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.model_file_suffix}", "optimizer state"))
-        if resume_training:
-            saved = ckpt.read_trainer_state(folder)
-            self.state.load_state_dict(saved["state"])
-            self.callback_manager.load_filter_states(saved["event_filters"])
-            self._load_sampler_state(saved.get("sampler"))
-            rng_states = saved["rng"]
-            same_world = len(rng_states) == self.driver.world_size
-            self._pending_rng_state = rng_states[self.driver.rank if same_world else 0]
-            if not same_world:
-                logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
-                               "streams restart from rank 0's state.", len(rng_states), self.driver.world_size)
-            self.callback_manager.load_callback_states(self, ckpt.read_callback_states(folder))
-        self.driver.barrier()
-
-    def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:
-        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
-        if sampler_state is not None and sampler is not None:
-            sampler.load_state_dict(sampler_state)
-        elif sampler_state is not None or self.state.batch_idx_in_epoch:
-            logger.warning("The checkpoint's data position cannot be restored exactly: %s.",
-                           "this trainer's dataloader has no reproducible sampler" if sampler is None else
-                           "it was written without a reproducible sampler")
-
-    # ------------------------------------------------------------------ state properties
-    @property
-    def model(self) -> Any:
-        return self.driver.unwrap_model()
-
-    @property
-    def optimizers(self) -> list[Any]:
-        return self.driver.optimizers
-
-    @property
-    def n_epochs(self) -> int:
-        return self.state.n_epochs
-
-    @n_epochs.setter
-    def n_epochs(self, value: int) -> None:
-        self.state.n_epochs = value
-
-    @property
-    def cur_epoch_idx(self) -> int:
-        return self.state.cur_epoch_idx
-
-    @cur_epoch_idx.setter
-    def cur_epoch_idx(self, value: int) -> None:
-        self.state.cur_epoch_idx = value
-
-    @property
-    def global_forward_batches(self) -> int:
-        return self.state.global_forward_batches
-
-    @global_forward_batches.setter
-    def global_forward_batches(self, value: int) -> None:
-        self.state.global_forward_batches = value
-
-    @property
-    def batch_idx_in_epoch(self) -> int:
-        return self.state.batch_idx_in_epoch
-
-    @batch_idx_in_epoch.setter
-    def batch_idx_in_epoch(self, value: int) -> None:
-        self.state.batch_idx_in_epoch = value
-
-    @property
-    def num_batches_per_epoch(self) -> Optional[int]:
-        return self.state.num_batches_per_epoch
-
-    @property
-    def n_batches(self) -> int:
-        return self.state.n_batches
-
-    @property
-    def total_batches(self) -> Optional[int]:
-        return self.state.total_batches

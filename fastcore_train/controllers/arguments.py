@@ -1,0 +1,61 @@
+"""Checking the Trainer's constructor and ``run()`` arguments before any work starts.
+
+A wrong value (``n_epochs=0``, metrics without a dataloader to compute them on, ...) is reported
+at once with what is accepted, instead of surfacing as an obscure failure deep in training.
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+#: The extra keywords the Trainer reads from ``**kwargs`` (the driver's own ones aside).
+TRAINER_OPTIONS = frozenset({
+    "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
+    "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
+    "log_file",
+})
+
+
+def positive_int(name: str, value: Any, allow: Sequence[int] = ()) -> int:
+    """Return ``value`` if it is an int > 0 (or one of ``allow``); raise ValueError otherwise."""
+    if isinstance(value, bool) or not isinstance(value, int) or (value <= 0 and value not in allow):
+        extra = f" (or {', '.join(map(str, allow))})" if allow else ""
+        raise ValueError(f"{name} must be a positive int{extra}, got {value!r}.")
+    return value
+
+
+def check_trainer_arguments(train_dataloader: Any, n_epochs: Any, evaluate_dataloaders: Any, metrics: Any,
+                            evaluate_batch_step_fn: Any, batch_step_fn: Any, evaluate_every: Any,
+                            accumulation_steps: Any, n_batches: Any, overfit_batches: Any, monitor: Any) -> None:
+    """Raise ValueError for a Trainer constructor argument that cannot work."""
+    if train_dataloader is None:
+        raise ValueError("train_dataloader is required.")
+    positive_int("n_epochs", n_epochs)
+    positive_int("accumulation_steps", accumulation_steps)
+    positive_int("n_batches", n_batches, allow=(-1,))
+    if isinstance(overfit_batches, bool) or not isinstance(overfit_batches, int) or overfit_batches < -1:
+        raise ValueError(f"overfit_batches must be 0 (off), -1 (all) or a positive int, got {overfit_batches!r}.")
+    if not callable(evaluate_every) and (
+            isinstance(evaluate_every, bool) or not isinstance(evaluate_every, int) or evaluate_every == 0):
+        raise ValueError(
+            f"evaluate_every must be a non-zero int (>0: every n batches, <0: every n epochs) or "
+            f"callable(trainer) -> bool, got {evaluate_every!r}."
+        )
+    if metrics and evaluate_dataloaders is None and not overfit_batches:
+        raise ValueError("metrics were given but no evaluate_dataloaders to compute them on; pass "
+                         "evaluate_dataloaders=... (a dataloader or a dict of them).")
+    if evaluate_dataloaders is not None and not metrics and evaluate_batch_step_fn is None:
+        raise ValueError("evaluate_dataloaders were given without metrics: pass metrics={'name': Metric} "
+                         "(or an evaluate_batch_step_fn) so evaluation has something to compute.")
+    if batch_step_fn is not None and not callable(batch_step_fn):
+        raise ValueError("batch_step_fn must be callable(trainer, batch).")
+    if monitor is not None and not (isinstance(monitor, str) or callable(monitor)):
+        raise ValueError(f"monitor must be a result name (str) or callable(results) -> float, got {monitor!r}.")
+
+
+def check_run_arguments(num_train_batch_per_epoch: Any, num_eval_batch_per_dl: Any,
+                        num_eval_sanity_batch: Any) -> None:
+    """Raise ValueError for a ``Trainer.run`` batch cap that cannot work."""
+    positive_int("num_train_batch_per_epoch", num_train_batch_per_epoch, allow=(-1,))
+    positive_int("num_eval_batch_per_dl", num_eval_batch_per_dl, allow=(-1,))
+    if isinstance(num_eval_sanity_batch, bool) or not isinstance(num_eval_sanity_batch, int) or num_eval_sanity_batch < 0:
+        raise ValueError(f"num_eval_sanity_batch must be an int >= 0, got {num_eval_sanity_batch!r}.")

@@ -1,0 +1,73 @@
+"""The Trainer's step primitives: forward, backward, optimizer step and zero grad.
+
+A ``batch_step_fn`` composes these four; each fires its events around the driver call and
+honours gradient accumulation, so a custom step keeps the Trainer's bookkeeping for free.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.events.manager import CallbackManager
+from fastcore_train.utils.param_call import apply_mapping
+
+
+class BatchStepMixin:
+    """Mixin for the :class:`~fastcore_train.controllers.trainer.Trainer`: the per-batch primitives."""
+
+    driver: Driver
+    callback_manager: CallbackManager
+    fp16: bool
+    accumulation_steps: int
+    train_output_mapping: Any
+    last_loss: Any
+    _call_model: ModelCaller
+    _update_now: bool  # this micro-batch ends an accumulation group: step and zero grad
+
+    def train_step(self, batch: Any) -> Any:
+        """The training forward (``train_fn``/``train_step``/forward), output_mapping applied."""
+        if self.fp16:
+            with self.driver.auto_cast():
+                outputs = self._call_model(batch)
+        else:
+            outputs = self._call_model(batch)
+        if self.train_output_mapping is not None:
+            outputs = apply_mapping(self.train_output_mapping, outputs)
+        return outputs
+
+    def backward(self, outputs: Any) -> None:
+        """Backward the ``loss`` in ``outputs`` (divided by ``accumulation_steps``)."""
+        manager = self.callback_manager
+        if manager.on_before_backward is not None:
+            manager.on_before_backward(self, outputs)
+        try:
+            loss = outputs["loss"]
+        except Exception:
+            loss = extract_loss(outputs)
+        self.last_loss = loss
+        if self.accumulation_steps > 1:
+            loss = loss / self.accumulation_steps
+        self.driver.backward(loss)
+        if manager.on_after_backward is not None:
+            manager.on_after_backward(self)
+
+    def step(self) -> None:
+        """Step the optimizers, on the last micro-batch of each accumulation group only."""
+        if self._update_now:
+            manager = self.callback_manager
+            if manager.on_before_optimizers_step is not None:
+                manager.on_before_optimizers_step(self, self.driver.optimizers)
+            self.driver.step()
+            if manager.on_after_optimizers_step is not None:
+                manager.on_after_optimizers_step(self, self.driver.optimizers)
+
+    def zero_grad(self) -> None:
+        """Clear gradients, on the last micro-batch of each accumulation group only."""
+        if self._update_now:
+            manager = self.callback_manager
+            if manager.on_before_zero_grad is not None:
+                manager.on_before_zero_grad(self, self.driver.optimizers)
+            self.driver.zero_grad()
+            if manager.on_after_zero_grad is not None:
+                manager.on_after_zero_grad(self, self.driver.optimizers)

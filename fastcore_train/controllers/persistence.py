@@ -1,0 +1,133 @@
+"""Saving and loading a Trainer: the model alone, or a checkpoint to resume training exactly.
+
+The files are written by :mod:`fastcore_train.checkpoint`; this part gathers what goes into
+them from the trainer (its counters, sampler position, callback and event-filter states, every
+rank's RNG states) and puts it all back, keeping the ranks in step around each write.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional, Union
+
+from fastcore_train import checkpoint as ckpt
+from fastcore_train.controllers.state import TrainerState
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.events.manager import CallbackManager
+from fastcore_train.log import logger
+from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
+
+
+class PersistenceMixin:
+    """Mixin for the :class:`~fastcore_train.controllers.trainer.Trainer`: ``save_*``/``load_*``.
+
+    Relies on :class:`~fastcore_train.controllers.random_state.RandomStateMixin` for the RNG
+    states and on the trainer's ``_fire`` for the save/load events.
+    """
+
+    driver: Driver
+    dataloader: Any
+    state: TrainerState
+    callback_manager: CallbackManager
+    _batches_before_iter: int
+    _pending_rng_state: Optional[dict[str, Any]]
+    _fire: Callable[..., None]
+    _get_rng_state: Callable[[], dict[str, Any]]
+
+    def save_model(self, folder: Union[str, Path], only_state_dict: bool = True,
+                   model_save_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
+        """Write the model into ``folder`` (as ``model<suffix>``, or via ``model_save_fn(folder)``)."""
+        self._fire("on_save_model")
+        folder = Path(folder)
+        if model_save_fn is not None:
+            if self.driver.is_global_zero():
+                folder.mkdir(parents=True, exist_ok=True)
+                model_save_fn(folder)
+        elif self.driver.is_global_zero() or self.driver.collective_save:
+            ckpt.write_model_file(folder, self.driver, only_state_dict, **kwargs)
+        self.driver.barrier()
+
+    def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
+                   model_load_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
+        """Restore the model written by :meth:`save_model` (every rank loads)."""
+        self._fire("on_load_model")
+        folder = Path(folder)
+        if model_load_fn is not None:
+            model_load_fn(folder)
+        else:
+            path = ckpt.model_file(folder, self.driver)
+            if not path.exists():
+                raise FileNotFoundError(
+                    f"No model file at {str(path)!r}: load_model expects the folder given to save_model "
+                    f"(which writes {path.name} inside it)."
+                )
+            self.driver.load_model(path, only_state_dict=only_state_dict, **kwargs)
+        self.driver.barrier()
+
+    def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
+                        model_save_fn: Optional[Callable[[Path], None]] = None,
+                        extra_json: Optional[dict[str, Any]] = None) -> None:
+        """Write everything needed to resume exactly into ``folder``, atomically.
+
+        Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
+        states, event-filter counters and every rank's RNG states (python, numpy, framework).
+        ``folder`` may be new, empty, or an earlier checkpoint (replaced whole); anything else
+        there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
+        on every rank, leaving it untouched.
+        """
+        problem = ckpt.checkpoint_target_problem(folder) if self.driver.is_global_zero() else None
+        problem = self.driver.broadcast_object(problem)  # every rank raises alike, none waits
+        if problem is not None:
+            raise ckpt.CheckpointTargetError(problem)
+        callback_states = self.callback_manager.callback_states(self)
+        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
+        consumed = self.state.batch_idx_in_epoch - self._batches_before_iter
+        trainer_state = {
+            "state": self.state.state_dict(),
+            "sampler": None if sampler is None else sampler.state_dict(num_consumed_batches=consumed),
+            "event_filters": self.callback_manager.filter_states(),
+            "rng": self.driver.all_gather_object(self._get_rng_state()),
+        }
+        if self.driver.is_global_zero() or self.driver.collective_save:
+            ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
+                                  model_save_fn, extra_json)
+        self.driver.barrier()
+
+    def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
+                        only_state_dict: bool = True,
+                        model_load_fn: Optional[Callable[[Path], None]] = None) -> None:
+        """Restore a checkpoint; with ``resume_training=False`` only model and optimizers.
+
+        Training then continues from the batch after the one the checkpoint was taken at, with
+        the same data order and random streams as an uninterrupted run.
+        """
+        meta = ckpt.read_meta(folder, self.driver)
+        folder = Path(meta["folder"])
+        if model_load_fn is not None:
+            model_load_fn(folder)
+        else:
+            path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
+            self.driver.load_model(path, only_state_dict=meta.get("only_state_dict", only_state_dict))
+        self.driver.load_training_state(ckpt.require_file(
+            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.model_file_suffix}", "optimizer state"))
+        if resume_training:
+            saved = ckpt.read_trainer_state(folder)
+            self.state.load_state_dict(saved["state"])
+            self.callback_manager.load_filter_states(saved["event_filters"])
+            self._load_sampler_state(saved.get("sampler"))
+            rng_states = saved["rng"]
+            same_world = len(rng_states) == self.driver.world_size
+            self._pending_rng_state = rng_states[self.driver.rank if same_world else 0]
+            if not same_world:
+                logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
+                               "streams restart from rank 0's state.", len(rng_states), self.driver.world_size)
+            self.callback_manager.load_callback_states(self, ckpt.read_callback_states(folder))
+        self.driver.barrier()
+
+    def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:
+        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
+        if sampler_state is not None and sampler is not None:
+            sampler.load_state_dict(sampler_state)
+        elif sampler_state is not None or self.state.batch_idx_in_epoch:
+            logger.warning("The checkpoint's data position cannot be restored exactly: %s.",
+                           "this trainer's dataloader has no reproducible sampler" if sampler is None else
+                           "it was written without a reproducible sampler")

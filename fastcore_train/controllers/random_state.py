@@ -1,0 +1,34 @@
+"""The Trainer's random streams (python, numpy and the framework's), read and restored as one.
+
+Checkpoints carry them so that a resumed run draws the same numbers as an uninterrupted one,
+and evaluation runs inside :meth:`RandomStateMixin._rng_preserved` so it never shifts them.
+"""
+from __future__ import annotations
+
+import contextlib
+from typing import Any, Iterator
+
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.utils.rng import get_host_rng_state, set_host_rng_state
+
+
+class RandomStateMixin:
+    """Mixin for the :class:`~fastcore_train.controllers.trainer.Trainer`: this rank's RNG states."""
+
+    driver: Driver
+
+    def _get_rng_state(self) -> dict[str, Any]:
+        return {**get_host_rng_state(), "framework": self.driver.get_rng_state()}
+
+    def _set_rng_state(self, state: dict[str, Any]) -> None:
+        set_host_rng_state(state)
+        self.driver.set_rng_state(state["framework"])
+
+    @contextlib.contextmanager
+    def _rng_preserved(self) -> Iterator[None]:
+        """Evaluation must not shift training's random streams (else resumes would diverge)."""
+        saved = self._get_rng_state()
+        try:
+            yield
+        finally:
+            self._set_rng_state(saved)

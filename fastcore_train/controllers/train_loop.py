@@ -1,0 +1,124 @@
+"""One training epoch: the per-batch hot path of :meth:`Trainer.run <fastcore_train.controllers.trainer.Trainer.run>`.
+
+Fetches each batch, maps and moves it, runs the ``batch_step_fn`` (under ``no_sync`` between
+accumulation steps), counts it and evaluates when ``evaluate_every`` says. Listeners are looked
+up once per epoch, so an event nobody listens to costs a ``None`` check per batch.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+from fastcore_train.controllers.evaluator import Evaluator
+from fastcore_train.controllers.state import TrainerState
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.events.manager import CallbackManager
+from fastcore_train.log import logger
+from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
+from fastcore_train.utils.param_call import apply_mapping
+
+
+class TrainLoopMixin:
+    """Mixin for the :class:`~fastcore_train.controllers.trainer.Trainer`: its epoch loop."""
+
+    driver: Driver
+    dataloader: Any
+    state: TrainerState
+    callback_manager: CallbackManager
+    evaluator: Optional[Evaluator]
+    evaluate_every: Any
+    accumulation_steps: int
+    train_input_mapping: Any
+    batch_step_fn: Callable[[Any, Any], None]
+    _update_now: bool
+    _stop_requested: bool
+    _batch_cap: Optional[int]
+    _batches_before_iter: int
+    _pending_rng_state: Optional[dict[str, Any]]
+    _set_rng_state: Callable[[dict[str, Any]], None]
+    run_evaluate: Callable[[], dict[str, Any]]
+
+    def _reached_n_batches(self) -> bool:
+        return 0 < self.state.n_batches <= self.state.global_forward_batches
+
+    def _train_epoch(self) -> None:
+        """One pass over the training dataloader; the per-batch hot path lives here."""
+        manager = self.callback_manager
+        fetch_begin, fetch_end = manager.on_fetch_data_begin, manager.on_fetch_data_end
+        batch_begin, batch_end = manager.on_train_batch_begin, manager.on_train_batch_end
+        driver = self.driver
+        state = self.state
+        move = driver.needs_data_move
+        mapping = self.train_input_mapping
+        batch_step_fn = self.batch_step_fn
+        accumulation = self.accumulation_steps
+        no_sync = accumulation > 1 and driver.is_distributed()
+        n_batches = state.n_batches
+        evaluate_every = self.evaluate_every if self.evaluator is not None else None
+        every_batches = evaluate_every if isinstance(evaluate_every, int) and evaluate_every > 0 else 0
+        evaluate_when = evaluate_every if callable(evaluate_every) else None
+
+        iterator, per_epoch = self._start_epoch_iterator()
+        while True:
+            if fetch_begin is not None:
+                fetch_begin(self)
+            try:
+                batch = next(iterator)
+            except StopIteration:
+                break
+            if fetch_end is not None:
+                fetch_end(self)
+            if mapping is not None:
+                batch = apply_mapping(mapping, batch)
+            if move:
+                batch = driver.move_data_to_device(batch)
+            if batch_begin is not None:
+                batch_begin(self, batch, None)
+            if accumulation > 1:
+                done = state.batch_idx_in_epoch + 1
+                self._update_now = done % accumulation == 0 or done == per_epoch
+                if no_sync and not self._update_now:
+                    with driver.no_sync():
+                        batch_step_fn(self, batch)
+                else:
+                    batch_step_fn(self, batch)
+            else:
+                batch_step_fn(self, batch)
+            state.global_forward_batches += 1
+            state.batch_idx_in_epoch += 1
+            if batch_end is not None:
+                batch_end(self)
+            if every_batches and state.global_forward_batches % every_batches == 0:
+                self.run_evaluate()
+            elif evaluate_when is not None and evaluate_when(self):
+                self.run_evaluate()
+            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches \
+                    or self._stop_requested:
+                break
+
+    def _start_epoch_iterator(self) -> tuple[Any, int]:
+        """The epoch's batch iterator (resuming where a checkpoint stopped) and its batch count.
+
+        A reproducible sampler resumes by itself; for any other dataloader the batches already
+        trained are fetched and dropped, which is exact only if its order is deterministic.
+        """
+        state = self.state
+        self._batches_before_iter = done = state.batch_idx_in_epoch
+        iterator = iter(self.dataloader)
+        if done and find_reproducible_batch_sampler(self.driver, self.dataloader) is None:
+            logger.warning("Resuming mid-epoch without a reproducible sampler: skipping %d batches; the "
+                           "data order matches the interrupted run only if the dataloader is deterministic.", done)
+            for _ in range(done):
+                next(iterator)
+            self._batches_before_iter = 0
+        if self._pending_rng_state is not None:
+            self._set_rng_state(self._pending_rng_state)
+            self._pending_rng_state = None
+        remaining = self.driver.dataloader_length(self.dataloader)
+        cap = self._batch_cap
+        if remaining is None:
+            per_epoch = -1 if cap is None else cap
+        else:
+            per_epoch = remaining + self._batches_before_iter
+            per_epoch = per_epoch if cap is None else min(per_epoch, cap)
+        state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
+        return iterator, per_epoch
