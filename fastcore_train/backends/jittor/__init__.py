@@ -31,9 +31,6 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
                   **kwargs: Any) -> JittorSingleDriver:
     """One process for one device; MPI data parallel under mpirun, or for a device list (which
     re-runs the script under mpirun)."""
-    for other in ("torch_kwargs", "paddle_kwargs", "oneflow_kwargs", "fairscale_kwargs", "deepspeed_kwargs",
-                  "torch_fsdp_kwargs"):
-        kwargs.pop(other, None)
     devices = list(device) if isinstance(device, (list, tuple)) else None
     if devices is not None and not devices:
         raise ValueError("device=[] lists no device; pass 'cpu', 'cuda', or one device per rank.")

@@ -52,10 +52,14 @@ class JittorSingleDriver(Driver):
     model_file_suffix = ".pkl"
 
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
-                 jittor_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+                 jittor_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
         jittor_kwargs = check_jittor_kwargs(jittor_kwargs, _JITTOR_KWARGS)
         self._device = parse_device(device)
+        if data_device is not None and parse_device(data_device) != self._device:
+            raise ValueError(f"data_device={data_device!r} differs from the model's device {self._device!r}, but jittor "
+                             "keeps every variable on the one device of the process (jt.flags.use_cuda); remove "
+                             "data_device, or pass the same device as device=.")
         self._amp_level = int(jittor_kwargs.get("amp_level", 5))
         self._seeder: Optional[StepSeeder] = None
 

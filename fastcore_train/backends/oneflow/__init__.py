@@ -18,9 +18,6 @@ from fastcore_train.backends.oneflow.world import World, world_from_environment
 
 __all__ = ["OneflowSingleDriver", "OneflowDDPDriver", "create_driver", "is_model", "seed_framework", "build_demo"]
 
-_OTHER_BACKENDS_KWARGS = ("torch_kwargs", "paddle_kwargs", "jittor_kwargs", "fairscale_kwargs",
-                          "deepspeed_kwargs", "torch_fsdp_kwargs")
-
 
 def is_model(model: Any) -> bool:
     return isinstance(model, flow.nn.Module)
@@ -56,8 +53,6 @@ def _rank_device(device: Any, devices: Optional[list[Any]], world: World) -> Any
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,
                   **kwargs: Any) -> OneflowSingleDriver:
     """Single process for one device; DDP under oneflow's launcher, or self-launched for a list."""
-    for other in _OTHER_BACKENDS_KWARGS:
-        kwargs.pop(other, None)
     devices = _device_list(device)
     world = world_from_environment()
     if world is not None:

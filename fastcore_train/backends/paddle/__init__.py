@@ -49,9 +49,6 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
                   **kwargs: Any) -> PaddleSingleDriver:
     """Single process for one device; Fleet data parallel for a device list, paddle's launcher
     environment, or a parallel environment (or ``paddle.DataParallel`` model) the user set up."""
-    for other in ("torch_kwargs", "jittor_kwargs", "oneflow_kwargs", "fairscale_kwargs", "deepspeed_kwargs",
-                  "torch_fsdp_kwargs"):
-        kwargs.pop(other, None)
     devices = _device_list(device)
     world = world_from_environment() or world_from_process_group()
     if world is not None and world.world_size > 1:
