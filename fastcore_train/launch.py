@@ -24,9 +24,8 @@ import traceback
 from typing import Callable, Optional
 
 from fastcore_train.log import logger
+from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 
-#: Set in the environment of every worker we start; its value is the rank.
-LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
 OUTPUT_CHOICES = ("all", "ignore", "only_error")
 
 

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 from typing import Optional, Union
 
+from fastcore_train.drivers.registry import launch_environments
+from fastcore_train.parallel.environment import detect_rank_facts
+
 LEVEL_ENV = "FASTCORE_TRAIN_LOG_LEVEL"
 ALL_RANKS_ENV = "FASTCORE_TRAIN_LOG_ALL_RANKS"
 _DATE_FORMAT = "%H:%M:%S"
@@ -21,25 +24,16 @@ _DATE_FORMAT = "%H:%M:%S"
 logger = logging.getLogger("fastcore_train")
 
 
-# Where launchers put the rank (torchrun/oneflow launch, paddle launch, Open MPI, MPICH/Intel MPI),
-# read at import so that even lines logged before the Trainer exists name the right rank.
-_RANK_VARIABLES = ("RANK", "PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
-_WORLD_VARIABLES = ("WORLD_SIZE", "PADDLE_TRAINERS_NUM", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE")
-
-
-def _first_int(names: tuple[str, ...], default: int) -> int:
-    for name in names:
-        value = os.environ.get(name, "")
-        if value.isdigit():
-            return int(value)
-    return default
+# The launcher's rank facts, read at import so that even lines logged before the Trainer exists
+# name the right rank (every registered backend's launcher is asked; no framework is imported).
+_LAUNCHED = detect_rank_facts(launch_environments())
 
 
 class _RankState:
     """Which rank this process is: the launcher's guess at import, then what :func:`set_rank` says."""
 
-    rank = _first_int(_RANK_VARIABLES, 0)
-    world_size = _first_int(_WORLD_VARIABLES, 1)
+    rank = _LAUNCHED.rank
+    world_size = _LAUNCHED.world_size
     all_ranks = False
     level_set_by_user = False
 

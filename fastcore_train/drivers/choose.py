@@ -5,7 +5,7 @@ from typing import Any, Union
 
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.registry import (available_driver_names, backend_for_driver_name,
-                                             backend_for_model, framework_of, load_backend)
+                                             backend_for_model, driver_kwargs_for, framework_of, load_backend)
 
 
 def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any = "cpu",
@@ -14,7 +14,8 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
 
     ``"auto"`` picks the backend whose framework defines the model's class. An unknown name, or
     a model that does not belong to the named driver's framework, raises a ValueError listing
-    what is available.
+    what is available. Of ``kwargs``, the driver gets the common driver options and those its
+    backend owns (``torch_kwargs`` reaches torch only).
     """
     if isinstance(driver, Driver):
         return driver
@@ -45,4 +46,4 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
             f"driver={driver_name!r} trains {entry.framework_module} models, but got {where}; "
             f"{suggestion}. Available drivers: {', '.join(available_driver_names())}."
         )
-    return backend.create_driver(driver_name, model, device=device, fp16=fp16, **kwargs)
+    return backend.create_driver(driver_name, model, device=device, fp16=fp16, **driver_kwargs_for(entry, kwargs))

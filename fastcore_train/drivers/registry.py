@@ -11,10 +11,25 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Optional
 
+from fastcore_train.parallel.environment import (MPIRUN, ONEFLOW_LAUNCH, PADDLE_LAUNCH, TORCHRUN,
+                                                 LaunchEnvironment)
+
+#: What every backend subpackage must expose (checked when it is first loaded).
+BACKEND_FUNCTIONS = ("create_driver", "is_model", "seed_framework", "build_demo")
+#: Driver keyword arguments that mean the same to every backend; the core passes them through.
+COMMON_DRIVER_KWARGS = ("data_device", "output_from_new_proc")
+
 
 @dataclass(frozen=True)
 class BackendEntry:
-    """A backend: its name, the framework's top-level module, our subpackage, its driver names.
+    """A backend, declared without importing its framework.
+
+    ``name``: its registry name; ``framework_module``: the framework's top-level module (how
+    ``driver="auto"`` recognises a model's framework from its class's module); ``module``: the
+    subpackage implementing it; ``driver_names``: the ``driver=`` values it answers to;
+    ``install_hint``: how to install the framework; ``owned_kwargs``: the Trainer keyword
+    arguments it takes (e.g. ``torch_kwargs``), handed to its ``create_driver`` only;
+    ``launch_environment``: the variables its launcher sets for each rank (None: no launcher).
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
     ``is_model(model) -> bool``, ``seed_framework(seed)`` and
@@ -26,22 +41,62 @@ class BackendEntry:
     module: str
     driver_names: tuple[str, ...]
     install_hint: str
+    owned_kwargs: tuple[str, ...] = ()
+    launch_environment: Optional[LaunchEnvironment] = None
+
+    def check(self) -> None:
+        """Raise ValueError when the declaration is incomplete or malformed."""
+        for field in ("name", "framework_module", "module", "install_hint"):
+            if not isinstance(getattr(self, field), str) or not getattr(self, field):
+                raise ValueError(f"Backend {self.name!r}: {field} must be a non-empty string.")
+        if not self.driver_names or not all(isinstance(n, str) and n for n in self.driver_names):
+            raise ValueError(f"Backend {self.name!r}: driver_names must list at least one name.")
+        for keyword in self.owned_kwargs:
+            if not (isinstance(keyword, str) and keyword.isidentifier()) or keyword in COMMON_DRIVER_KWARGS:
+                raise ValueError(f"Backend {self.name!r}: {keyword!r} cannot be a keyword argument it owns.")
 
 
 _BACKENDS: dict[str, BackendEntry] = {}
 
 
 def register_backend(entry: BackendEntry) -> None:
-    """Add a backend (used for the built-in ones below, and open to third parties)."""
-    for name in entry.driver_names:
-        owner = backend_for_driver_name(name, strict=False)
-        if owner is not None and owner.name != entry.name:
-            raise ValueError(f"Driver name {name!r} already belongs to backend {owner.name!r}.")
+    """Add a backend (used for the built-in ones below, and open to third parties).
+
+    The entry is checked, and neither its driver names nor its keyword arguments may belong to
+    another backend.
+    """
+    entry.check()
+    for other in _BACKENDS.values():
+        if other.name == entry.name:
+            continue
+        for name in set(entry.driver_names) & set(other.driver_names):
+            raise ValueError(f"Driver name {name!r} already belongs to backend {other.name!r}.")
+        for keyword in set(entry.owned_kwargs) & set(other.owned_kwargs):
+            raise ValueError(f"Keyword argument {keyword!r} already belongs to backend {other.name!r}.")
     _BACKENDS[entry.name] = entry
+
+
+def unregister_backend(name: str) -> None:
+    """Remove a backend registered with :func:`register_backend` (a no-op for an unknown name)."""
+    _BACKENDS.pop(name, None)
 
 
 def all_backends() -> list[BackendEntry]:
     return list(_BACKENDS.values())
+
+
+def all_driver_kwargs() -> tuple[str, ...]:
+    """Every driver keyword the Trainer accepts: the common ones and each backend's own."""
+    return COMMON_DRIVER_KWARGS + tuple(k for entry in _BACKENDS.values() for k in entry.owned_kwargs)
+
+
+def launch_environments() -> list[LaunchEnvironment]:
+    """The launchers of the registered backends, for telling which rank this process is."""
+    found: list[LaunchEnvironment] = []
+    for entry in _BACKENDS.values():
+        if entry.launch_environment is not None and entry.launch_environment not in found:
+            found.append(entry.launch_environment)
+    return found
 
 
 def available_driver_names() -> list[str]:
@@ -79,9 +134,10 @@ def backend_for_model(model: Any) -> Optional[BackendEntry]:
 
 
 def load_backend(entry: BackendEntry) -> ModuleType:
-    """Import a backend subpackage, turning a missing framework into an install instruction."""
+    """Import a backend subpackage, turning a missing framework into an install instruction and
+    a subpackage that lacks part of the backend contract into a clear error."""
     try:
-        return importlib.import_module(entry.module)
+        module = importlib.import_module(entry.module)
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".", 1)[0] == entry.framework_module:
             raise ImportError(
@@ -89,21 +145,36 @@ def load_backend(entry: BackendEntry) -> ModuleType:
                 f"installed. Install it with: {entry.install_hint}"
             ) from error
         raise
+    missing = [name for name in BACKEND_FUNCTIONS if not callable(getattr(module, name, None))]
+    if missing:
+        raise TypeError(f"Backend {entry.name!r}: its module {entry.module!r} lacks {', '.join(missing)}; a backend "
+                        f"module must define {', '.join(BACKEND_FUNCTIONS)}.")
+    return module
+
+
+def driver_kwargs_for(entry: BackendEntry, kwargs: dict[str, Any]) -> dict[str, Any]:
+    """The keyword arguments ``entry``'s driver gets: the common ones and its own, not other backends'."""
+    return {key: value for key, value in kwargs.items() if key in COMMON_DRIVER_KWARGS or key in entry.owned_kwargs}
 
 
 register_backend(BackendEntry(
     name="torch", framework_module="torch", module="fastcore_train.backends.torch",
     driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed"), install_hint='pip install "fastcore-train[torch]"',
+    owned_kwargs=("torch_kwargs", "fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs"),
+    launch_environment=TORCHRUN,
 ))
 register_backend(BackendEntry(
     name="paddle", framework_module="paddle", module="fastcore_train.backends.paddle",
     driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
+    owned_kwargs=("paddle_kwargs",), launch_environment=PADDLE_LAUNCH,
 ))
 register_backend(BackendEntry(
     name="jittor", framework_module="jittor", module="fastcore_train.backends.jittor",
     driver_names=("jittor",), install_hint='pip install "fastcore-train[jittor]" (needs numpy<2; its core compiles on first import)',
+    owned_kwargs=("jittor_kwargs",), launch_environment=MPIRUN,
 ))
 register_backend(BackendEntry(
     name="oneflow", framework_module="oneflow", module="fastcore_train.backends.oneflow",
     driver_names=("oneflow",), install_hint='pip install "fastcore-train[oneflow]" (Python <= 3.10; see docs/backends.md)',
+    owned_kwargs=("oneflow_kwargs",), launch_environment=ONEFLOW_LAUNCH,
 ))

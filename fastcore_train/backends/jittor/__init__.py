@@ -6,9 +6,12 @@ from typing import Any
 import jittor as jt
 
 from fastcore_train.backends.jittor.demo import build_demo
+from fastcore_train.backends.jittor.devices import DEVICES
 from fastcore_train.backends.jittor.mpi_driver import JittorMPIDriver
 from fastcore_train.backends.jittor.signals import restore_python_signal_handling
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
+from fastcore_train.parallel.environment import MPIRUN, RankFacts
+from fastcore_train.parallel.placement import place_ranks
 
 restore_python_signal_handling()  # importing jittor made any killed child process end this one
 
@@ -31,22 +34,14 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
                   **kwargs: Any) -> JittorSingleDriver:
     """One process for one device; MPI data parallel under mpirun, or for a device list (which
     re-runs the script under mpirun)."""
-    for other in ("torch_kwargs", "paddle_kwargs", "oneflow_kwargs", "fairscale_kwargs", "deepspeed_kwargs",
-                  "torch_fsdp_kwargs"):
-        kwargs.pop(other, None)
-    devices = list(device) if isinstance(device, (list, tuple)) else None
-    if devices is not None and not devices:
-        raise ValueError("device=[] lists no device; pass 'cpu', 'cuda', or one device per rank.")
-    if jt.in_mpi and jt.world_size > 1:
-        if devices is not None and len(devices) not in (1, jt.world_size):
-            raise ValueError(f"device lists {len(devices)} devices but mpirun started {jt.world_size} ranks; "
-                             "pass one device per rank, or device=None.")
-        rank_device = devices[jt.rank if len(devices) > 1 else 0] if devices is not None else device
-        return JittorMPIDriver(model, device=rank_device, fp16=fp16, **kwargs)
-    if devices is not None and len(devices) > 1:
-        kinds = {str(d).split(":")[0].replace("gpu", "cuda") for d in devices}
-        if len(kinds) > 1:
-            raise ValueError(f"device={device!r} mixes CPU and GPU ranks; give every rank the same kind of device.")
-        return JittorMPIDriver(model, device=devices[0], fp16=fp16, launch_world_size=len(devices), **kwargs)
+    launched = None
+    if jt.in_mpi and jt.world_size > 1:  # jittor's own word on MPI, with mpirun's variables for the details
+        launched = MPIRUN.detect() or RankFacts(rank=int(jt.rank), local_rank=int(jt.rank),
+                                                world_size=int(jt.world_size), launcher=MPIRUN.name)
+    placement = place_ranks(device, launched, DEVICES)
+    if placement.is_distributed:
+        launch_world_size = placement.facts.world_size if placement.launch else None
+        return JittorMPIDriver(model, device=placement.device, fp16=fp16, launch_world_size=launch_world_size,
+                               **kwargs)
     kwargs.pop("output_from_new_proc", None)
-    return JittorSingleDriver(model, device=devices[0] if devices else device, fp16=fp16, **kwargs)
+    return JittorSingleDriver(model, device=placement.device, fp16=fp16, **kwargs)

@@ -5,6 +5,8 @@ from typing import Any
 
 import jittor as jt
 
+from fastcore_train.parallel.environment import RankFacts
+
 _FORMS = "'cpu', 'cuda' (or 'gpu', 'cuda:N'), a GPU index, or None (jittor's current setting)"
 
 
@@ -37,3 +39,19 @@ def parse_device(device: Any) -> str:
 def use_device(device: str) -> None:
     """Make ``device`` jittor's current one (the flag is process-wide)."""
     jt.flags.use_cuda = 1 if device == "cuda" else 0
+
+
+class JittorDevices:
+    """What the shared reading of ``device=`` needs from jittor (:mod:`fastcore_train.parallel.placement`)."""
+
+    framework = "jittor"
+
+    def all_gpus(self) -> list[Any]:
+        """Jittor runs one GPU per process; a job over every GPU is one rank per visible GPU."""
+        return []
+
+    def default_rank_device(self, facts: RankFacts) -> Any:
+        return parse_device(None)
+
+
+DEVICES = JittorDevices()

@@ -12,6 +12,7 @@ from fastcore_train.backends.jittor.devices import parse_device, use_device
 from fastcore_train.backends.jittor.rng import StepSeeder
 from fastcore_train.backends.jittor.tensors import to_numeric
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.parallel.placement import device_name
 
 _JITTOR_KWARGS = {"amp_level"}
 TRAINING_STATE_FORMAT = "fastcore_train.jittor.training_state.v1"
@@ -52,10 +53,14 @@ class JittorSingleDriver(Driver):
     model_file_suffix = ".pkl"
 
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
-                 jittor_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
+                 jittor_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
         jittor_kwargs = check_jittor_kwargs(jittor_kwargs, _JITTOR_KWARGS)
         self._device = parse_device(device)
+        if data_device is not None and device_name(data_device).split(":")[0] != device_name(self._device):
+            raise ValueError(f"data_device={data_device!r} differs from the model's device {self._device!r}, but jittor "
+                             "keeps every variable on the one device of the process (jt.flags.use_cuda); remove "
+                             "data_device, or pass the same device as device=.")
         self._amp_level = int(jittor_kwargs.get("amp_level", 5))
         self._seeder: Optional[StepSeeder] = None
 

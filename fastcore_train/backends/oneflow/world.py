@@ -7,34 +7,21 @@ is imported, and builds its process-wide environment from them; a plain process 
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
 from typing import Optional
 
 from fastcore_train.launch import free_port
+from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
 
-
-@dataclass(frozen=True)
-class World:
-    rank: int
-    local_rank: int
-    world_size: int
+World = RankFacts  # the name the oneflow drivers use for a rank's facts
 
 
 def world_from_environment() -> Optional[World]:
     """The rank facts of a launched rank; None in a plain process (no launcher, or world size 1)."""
-    try:
-        rank = int(os.environ.get("RANK", "-1"))
-        world_size = int(os.environ.get("WORLD_SIZE", "1"))
-    except ValueError:
-        return None
-    if rank < 0 or world_size < 2:
-        return None
-    return World(rank=rank, local_rank=int(os.environ.get("LOCAL_RANK", rank)), world_size=world_size)
+    facts = ONEFLOW_LAUNCH.detect()
+    return facts if facts is not None and facts.is_distributed else None
 
 
 def launch_environments(world_size: int) -> list[dict[str, str]]:
     """OneFlow's launcher variables for each rank of a one-machine job we start ourselves."""
-    shared = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(world_size),
-              "LOCAL_WORLD_SIZE": str(world_size)}
-    return [{**shared, "RANK": str(rank), "LOCAL_RANK": str(rank)} for rank in range(world_size)]
+    port = free_port()
+    return [ONEFLOW_LAUNCH.variables_for(rank, world_size, "127.0.0.1", port) for rank in range(world_size)]

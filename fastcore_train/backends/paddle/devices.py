@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from typing import Any
 
+import os
+
 import paddle
+
+from fastcore_train.parallel.environment import RankFacts
 
 _FORMS = ("'cpu', 'gpu', 'gpu:N' (or 'cuda', 'cuda:N'), a GPU index, a paddle Place, or None "
           "(paddle's current device)")
@@ -58,3 +62,21 @@ def parse_device(device: Any) -> str:
 
 def is_gpu(device: str) -> bool:
     return device.startswith("gpu")
+
+
+class PaddleDevices:
+    """What the shared reading of ``device=`` needs from paddle (:mod:`fastcore_train.parallel.placement`)."""
+
+    framework = "paddle"
+
+    def all_gpus(self) -> list[Any]:
+        return [f"gpu:{index}" for index in range(gpu_count())]
+
+    def default_rank_device(self, facts: RankFacts) -> Any:
+        """The GPU paddle's launcher selected for this rank, or the CPU (gloo jobs, CPU builds)."""
+        if gpu_count() == 0 or os.environ.get("PADDLE_DISTRI_BACKEND") == "gloo":
+            return "cpu"
+        return f"gpu:{paddle.distributed.ParallelEnv().device_id}"
+
+
+DEVICES = PaddleDevices()

@@ -10,28 +10,19 @@ self-launched ranks.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Optional
 
 import paddle.distributed as dist
 
 from fastcore_train.launch import free_port
+from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts
 
-
-@dataclass(frozen=True)
-class World:
-    rank: int
-    local_rank: int
-    world_size: int
+World = RankFacts  # the name the paddle drivers use for a rank's facts
 
 
 def world_from_environment() -> Optional[World]:
     """The rank facts paddle's launcher (or our self-launch) put in the environment, if any."""
-    if "PADDLE_TRAINER_ID" not in os.environ or "PADDLE_TRAINERS_NUM" not in os.environ:
-        return None
-    rank = int(os.environ["PADDLE_TRAINER_ID"])
-    local = os.environ.get("PADDLE_LOCAL_RANK", os.environ.get("PADDLE_RANK_IN_NODE", rank))
-    return World(rank=rank, local_rank=int(local), world_size=int(os.environ["PADDLE_TRAINERS_NUM"]))
+    return PADDLE_LAUNCH.detect()
 
 
 def world_from_process_group() -> Optional[World]:

@@ -20,6 +20,7 @@ from fastcore_train.backends.torch.world import World
 from fastcore_train.launch import check_output_choice, WorkerGroup, free_port, spawn_workers
 from fastcore_train.drivers.model_calls import data_parallel_call
 from fastcore_train.launch import stop_job_after_failure
+from fastcore_train.parallel.environment import TORCHRUN
 
 
 def _end_process_group() -> None:
@@ -110,12 +111,10 @@ class TorchDDPDriver(TorchSingleDriver):
         return DistributedDataParallel(dispatch, device_ids=device_ids, **self._ddp_kwargs)
 
     def _start_other_ranks(self) -> None:
-        port = str(free_port())
-        master = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": str(self.world_size),
-                  "LOCAL_WORLD_SIZE": str(self.world_size)}
-        os.environ.update({**master, "RANK": "0", "LOCAL_RANK": "0"})
+        port = free_port()
+        os.environ.update(TORCHRUN.variables_for(0, self.world_size, "127.0.0.1", port))
         self.workers = spawn_workers(
-            self.world_size, lambda rank: {**master, "RANK": str(rank), "LOCAL_RANK": str(rank)},
+            self.world_size, lambda rank: TORCHRUN.variables_for(rank, self.world_size, "127.0.0.1", port),
             self._output_from_new_proc)
 
     # ------------------------------------------------------------------ forward

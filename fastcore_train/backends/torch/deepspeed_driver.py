@@ -292,8 +292,5 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     device trains in one process (a DeepSpeed world of one)."""
     from fastcore_train.backends.torch import place_ranks
 
-    placement, single_device = place_ranks(device)
-    if placement is not None:
-        return TorchDeepSpeedDriver(model, placement.device, placement.world, fp16=fp16, launch=placement.launch,
-                                    **kwargs)
-    return TorchDeepSpeedDriver(model, single_device, World(rank=0, local_rank=0, world_size=1), fp16=fp16, **kwargs)
+    placement = place_ranks(device)
+    return TorchDeepSpeedDriver(model, placement.device, placement.facts, fp16=fp16, launch=placement.launch, **kwargs)

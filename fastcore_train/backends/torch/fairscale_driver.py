@@ -260,5 +260,5 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     from fastcore_train.backends.torch import data_parallel_placement
 
     placement = data_parallel_placement("fairscale", model, device)
-    return FairScaleDriver(model, placement.device, placement.world, fp16=fp16, fairscale_kwargs=fairscale_kwargs,
+    return FairScaleDriver(model, placement.device, placement.facts, fp16=fp16, fairscale_kwargs=fairscale_kwargs,
                            launch=placement.launch, **kwargs)

@@ -232,5 +232,5 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     from fastcore_train.backends.torch import data_parallel_placement
 
     placement = data_parallel_placement("torch_fsdp", model, device)
-    return TorchFSDPDriver(model, placement.device, placement.world, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
+    return TorchFSDPDriver(model, placement.device, placement.facts, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
                            launch=placement.launch, **kwargs)

@@ -1,28 +1,20 @@
-"""Which rank this process is: from a launcher's environment (torchrun, ours) or an existing group."""
+"""Which rank this process is: from torchrun's variables (or our self-launch's, the same ones),
+read by the shared :mod:`fastcore_train.parallel.environment`, or from a group the user set up."""
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Optional
 
 import torch.distributed as dist
 
+from fastcore_train.parallel.environment import TORCHRUN, RankFacts
 
-@dataclass(frozen=True)
-class World:
-    rank: int
-    local_rank: int
-    world_size: int
+World = RankFacts  # the name the torch drivers use for a rank's facts
 
 
 def world_from_environment() -> Optional[World]:
     """The rank facts torchrun (or our self-launch) put in the environment, if any."""
-    if "WORLD_SIZE" not in os.environ or "RANK" not in os.environ:
-        return None
-    world_size = int(os.environ["WORLD_SIZE"])
-    rank = int(os.environ["RANK"])
-    local_rank = int(os.environ.get("LOCAL_RANK", rank))
-    return World(rank=rank, local_rank=local_rank, world_size=world_size)
+    return TORCHRUN.detect()
 
 
 def world_from_process_group() -> Optional[World]:

@@ -60,6 +60,14 @@ def test_a_device_list_of_one_and_bad_devices():
         trainer_for(model, x, y, jittor_kwargs={"nope": 1})
 
 
+def test_data_device_other_than_the_models_is_refused_not_ignored():
+    model = HARNESS.make_model(initial_weights())
+    x, y = make_data(8)
+    assert trainer_for(model, x, y, data_device="cpu").driver.data_device == "cpu"
+    with pytest.raises(ValueError, match="data_device='cuda' differs from the model's device 'cpu'"):
+        trainer_for(model, x, y, data_device="cuda")
+
+
 def test_fp16_sets_jittors_mixed_precision_flag_during_the_forward_only():
     x, y = make_data(16)
     seen = []
