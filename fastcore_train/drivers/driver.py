@@ -11,6 +11,8 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 
+from fastcore_train.drivers.precision import GRAD_SCALER_KEY, Precision
+
 if TYPE_CHECKING:
     from fastcore_train.samplers.adapt import DataLoaderArgs
 
@@ -19,7 +21,9 @@ class Driver(ABC):
     """Framework-specific operations used by the controller.
 
     Class attributes a backend sets: ``backend`` (its registry name) and ``model_file_suffix``
-    (the file extension its ``save_model`` writes, e.g. ``.pt``).
+    (the file extension its ``save_model`` writes, e.g. ``.pt``). ``precision`` (a
+    :class:`~fastcore_train.drivers.precision.Precision`, full precision unless the backend sets
+    its own) runs the forward's autocast, the backward, the steps and gradient clipping.
     """
 
     backend: str = ""
@@ -32,6 +36,7 @@ class Driver(ABC):
         self.model = model
         self.fp16 = fp16
         self.optimizers: list[Any] = []
+        self.precision: Precision = Precision()
         self._is_set_up = False
 
     def ensure_setup(self) -> None:
@@ -98,6 +103,10 @@ class Driver(ABC):
         """A context in which ``unwrap_model()`` holds whole weights (sharded drivers gather them)."""
         return contextlib.nullcontext()
 
+    #: The precision's grad scaler (None without one); assigning it sets the precision's.
+    grad_scaler = property(lambda self: self.precision.scaler,
+                           lambda self, scaler: setattr(self.precision, "scaler", scaler))
+
     # ------------------------------------------------------------------ forward / backward
     @abstractmethod
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
@@ -118,19 +127,25 @@ class Driver(ABC):
         """A context in which no gradient is recorded."""
 
     def auto_cast(self) -> ContextManager[Any]:
-        """Mixed-precision context for the forward; a null context unless ``fp16``."""
-        return contextlib.nullcontext()
+        """Mixed-precision context for the forward (the precision's); a null context unless ``fp16``."""
+        return self.precision.forward_context()
 
     def no_sync(self) -> ContextManager[Any]:
         """Context that skips gradient synchronisation (non-final accumulation micro-steps)."""
         return contextlib.nullcontext()
 
-    @abstractmethod
-    def backward(self, loss: Any) -> None: ...
+    def backward(self, loss: Any) -> None:
+        """Backward of the loss, through the precision (which scales it for mixed precision)."""
+        self.precision.backward(loss)
 
-    @abstractmethod
     def step(self) -> None:
-        """Step every optimizer."""
+        """Step every optimizer, through the precision (its scaler skips inf/NaN steps)."""
+        self.precision.step(self.stepping_optimizers())
+
+    def stepping_optimizers(self) -> list[Any]:
+        """The optimizer objects that are stepped (and unscaled before clipping): ``optimizers``,
+        unless the driver steps wrappers of them."""
+        return self.optimizers
 
     @abstractmethod
     def zero_grad(self) -> None:
@@ -143,14 +158,15 @@ class Driver(ABC):
 
         Called between backward and step, so it sees the synchronised (all-reduced) gradients
         of a distributed job and every rank clips alike; gradients of a grad scaler are unscaled
-        first. Backends implement it with their framework's own facility.
+        first. By default the precision does both, with its framework's clipping utilities.
         """
-        raise NotImplementedError(f"{type(self).__name__} cannot clip gradients by norm.")
+        return self.precision.clip_grad_norm(self.unwrap_model().parameters(), max_norm, norm_type,
+                                             self.stepping_optimizers())
 
     def clip_grad_value(self, clip_value: float) -> None:
         """Clamp every element of every model gradient to ``[-clip_value, clip_value]`` in place
         (after unscaling, on synchronised gradients, as :meth:`clip_grad_norm`)."""
-        raise NotImplementedError(f"{type(self).__name__} cannot clip gradients by value.")
+        self.precision.clip_grad_value(self.unwrap_model().parameters(), clip_value, self.stepping_optimizers())
 
     @abstractmethod
     def move_data_to_device(self, batch: Any) -> Any:
@@ -209,11 +225,37 @@ class Driver(ABC):
 
     @abstractmethod
     def save_training_state(self, path: Path) -> None:
-        """Write optimizer (and grad-scaler) state to the file ``path``."""
+        """Write optimizer state (and the precision's scaler state, under
+        :data:`~fastcore_train.drivers.precision.GRAD_SCALER_KEY`) to the file ``path``."""
 
     @abstractmethod
     def load_training_state(self, path: Path) -> None:
         """Restore what :meth:`save_training_state` wrote."""
+
+    def training_state(self, optimizer_states: list[Any]) -> dict[str, Any]:
+        """The training state a driver writes: its optimizers' states, then the precision's
+        scaler state (None without a scaler)."""
+        return {"optimizers": optimizer_states, GRAD_SCALER_KEY: self.precision.state_dict()}
+
+    def restore_training_state(self, state: dict[str, Any],
+                               load_optimizer: Optional[Callable[[Any, Any], None]] = None) -> None:
+        """Restore a :meth:`training_state`: each optimizer's with ``load_optimizer(optimizer,
+        saved)`` (default ``optimizer.load_state_dict(saved)``), then the scaler's, if any."""
+        saved = state["optimizers"]
+        self.check_optimizer_count(len(saved))
+        for optimizer, optimizer_state in zip(self.optimizers, saved):
+            if load_optimizer is None:
+                optimizer.load_state_dict(optimizer_state)
+            else:
+                load_optimizer(optimizer, optimizer_state)
+        self.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
+
+    def check_optimizer_count(self, saved: int) -> None:
+        """A ValueError unless a checkpoint's ``saved`` optimizer states match ``optimizers``."""
+        if saved != len(self.optimizers):
+            raise ValueError(
+                f"The checkpoint holds {saved} optimizer state(s) but the trainer has "
+                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
 
     @abstractmethod
     def get_rng_state(self) -> Any:

@@ -1,7 +1,6 @@
 """``JittorSingleDriver``: one process, on the CPU or jittor's GPU."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
@@ -9,6 +8,7 @@ import jittor as jt
 
 from fastcore_train.backends.jittor import dataloader as jittor_dataloader
 from fastcore_train.backends.jittor.devices import parse_device, use_device
+from fastcore_train.backends.jittor.precision import JittorPrecision
 from fastcore_train.backends.jittor.rng import StepSeeder
 from fastcore_train.backends.jittor.tensors import to_numeric
 from fastcore_train.drivers.driver import Driver
@@ -38,15 +38,22 @@ def optimizer_state(optimizer: jt.optim.Optimizer) -> dict[str, Any]:
     return {**state, "defaults": defaults}
 
 
+def load_optimizer_state(optimizer: jt.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Restore what :func:`optimizer_state` returned; the gradients saved with it are not pending ones."""
+    optimizer.load_state_dict(state)
+    optimizer.zero_grad()
+
+
 class JittorSingleDriver(Driver):
     """Trains a ``jittor.Module`` in this process.
 
     Jittor's optimizers compute gradients themselves: :meth:`backward` is ``opt.backward(loss)``
     for every optimizer (gradients add up until a step, so accumulation works) and :meth:`step`
-    is ``opt.step()``, which also clears them (jittor has no step without clearing).
-    ``fp16=True`` sets ``jt.flags.auto_mixed_precision_level`` (``jittor_kwargs={"amp_level": N}``,
-    default 5) around the forward. Random streams are reseeded per training step (see ``rng.py``)
-    so that a checkpoint can restore them.
+    (the precision's, without a scaler) is ``opt.step()``, which also clears them (jittor has no
+    step without clearing). ``fp16=True`` sets ``jt.flags.auto_mixed_precision_level``
+    (``jittor_kwargs={"amp_level": N}``, default 5) around the forward
+    (:class:`~fastcore_train.backends.jittor.precision.JittorPrecision`). Random streams are
+    reseeded per training step (see ``rng.py``) so that a checkpoint can restore them.
     """
 
     backend = "jittor"
@@ -61,12 +68,13 @@ class JittorSingleDriver(Driver):
             raise ValueError(f"data_device={data_device!r} differs from the model's device {self._device!r}, but jittor "
                              "keeps every variable on the one device of the process (jt.flags.use_cuda); remove "
                              "data_device, or pass the same device as device=.")
-        self._amp_level = int(jittor_kwargs.get("amp_level", 5))
+        self.precision: JittorPrecision = JittorPrecision(fp16, int(jittor_kwargs.get("amp_level", 5)))
         self._seeder: Optional[StepSeeder] = None
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         use_device(self._device)
+        self.precision.setup()
         self._seeder = StepSeeder(self.rank)
 
     @property
@@ -126,19 +134,10 @@ class JittorSingleDriver(Driver):
     def evaluate_context(self) -> ContextManager[Any]:
         return jt.no_grad()
 
-    def auto_cast(self) -> ContextManager[Any]:
-        if not self.fp16:
-            return contextlib.nullcontext()
-        return jt.flag_scope(auto_mixed_precision_level=self._amp_level)
-
     def backward(self, loss: jt.Var) -> None:
         last = len(self.optimizers) - 1
         for index, optimizer in enumerate(self.optimizers):
             optimizer.backward(loss, retain_graph=index < last)
-
-    def step(self) -> None:
-        for optimizer in self.optimizers:
-            optimizer.step()
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
@@ -229,14 +228,7 @@ class JittorSingleDriver(Driver):
         state = jt.load(str(path))
         if not isinstance(state, dict) or state.get("format") != TRAINING_STATE_FORMAT:
             raise ValueError(f"{str(path)!r} was not written by fastcore_train's jittor driver.")
-        saved = state["optimizers"]
-        if len(saved) != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
-                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
-        for optimizer, optimizer_state in zip(self.optimizers, saved):
-            optimizer.load_state_dict(optimizer_state)
-            optimizer.zero_grad()  # the saved gradients are not pending ones
+        self.restore_training_state(state, load_optimizer_state)  # jittor has no scaler state to restore
         jt.sync_all()
 
     def get_rng_state(self) -> dict[str, Any]:

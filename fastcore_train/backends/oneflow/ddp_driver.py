@@ -107,7 +107,7 @@ class OneflowDDPDriver(OneflowSingleDriver):
             self._user_module.to(self._device)
             self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
             self.model.register_forward_hook(self._after_ddp_forward)
-        self._setup_amp()
+        self.precision.setup()
         self._setup_rng()
 
     def _check_user_ddp_device(self) -> None:

@@ -1,18 +1,16 @@
 """``OneflowSingleDriver``: one process, one device (CPU or one CUDA GPU)."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
 import oneflow as flow
 
 from fastcore_train.backends.oneflow import dataloader as oneflow_dataloader
+from fastcore_train.backends.oneflow.precision import OneflowPrecision
 from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
 from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.grad_scaling import GradScaling
-from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype"}
@@ -55,11 +53,12 @@ def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.de
     return parsed
 
 
-class OneflowSingleDriver(GradScaling, Driver):
+class OneflowSingleDriver(Driver):
     """Trains a ``oneflow.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``oneflow.autocast`` (float16) with a ``GradScaler`` on CUDA; oneflow's
-    autocast is disabled on CPU, so there the run trains in float32 (with a warning).
+    autocast is disabled on CPU, so there the run trains in float32 (with a warning); see
+    :class:`~fastcore_train.backends.oneflow.precision.OneflowPrecision`.
     ``oneflow_kwargs``: ``set_grad_to_none`` (default False, oneflow's default),
     ``gradscaler_kwargs`` (passed to ``oneflow.amp.GradScaler``), ``autocast_dtype``.
     Random state: see :mod:`fastcore_train.backends.oneflow.rng` (generators are reseeded after
@@ -76,35 +75,15 @@ class OneflowSingleDriver(GradScaling, Driver):
         self._device = parse_device(device, model)
         self._data_device = parse_device(data_device, model) if data_device is not None else self._device
         self._set_grad_to_none = bool(oneflow_kwargs.get("set_grad_to_none", False))
-        self._gradscaler_kwargs = dict(oneflow_kwargs.get("gradscaler_kwargs", {}))
-        self._autocast_dtype = oneflow_kwargs.get("autocast_dtype", flow.float16)
-        self.grad_scaler: Optional[Any] = None
-        self._amp_active = False
+        self.precision: OneflowPrecision = OneflowPrecision(self._device, fp16, oneflow_kwargs.get("gradscaler_kwargs"),
+                                                            oneflow_kwargs.get("autocast_dtype", flow.float16))
         self.rng: Optional[Reseeder] = None
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         self.unwrap_model().to(self._device)
-        self._setup_amp()
+        self.precision.setup()
         self._setup_rng()
-
-    def _setup_amp(self) -> None:
-        if not self.fp16:
-            return
-        if self._device.type != "cuda":
-            logger.warning("fp16=True does nothing on CPU with oneflow: oneflow.autocast is disabled on CPU, so "
-                           "this run trains in float32. Pass a CUDA device to train in mixed precision, or "
-                           "fp16=False to silence this warning.")
-            return
-        self._amp_active = True
-        scaler = flow.amp.GradScaler(**self._gradscaler_kwargs)
-        if hasattr(scaler, "scale"):
-            self.grad_scaler = scaler
-        else:
-            # OneFlow 0.9's GradScaler only configures nn.Graph; eager training has no loss scaling.
-            logger.warning("This oneflow's GradScaler works only in nn.Graph mode, so fp16=True trains with "
-                           "autocast but without loss scaling (small float16 gradients may underflow). Pass "
-                           "oneflow_kwargs={'autocast_dtype': oneflow.bfloat16} where the GPU supports it.")
 
     def _setup_rng(self) -> None:
         self.rng = Reseeder(flow.default_generator.initial_seed())
@@ -145,18 +124,10 @@ class OneflowSingleDriver(GradScaling, Driver):
     def evaluate_context(self) -> ContextManager[Any]:
         return flow.no_grad()
 
-    def auto_cast(self) -> ContextManager[Any]:
-        if not self._amp_active:
-            return contextlib.nullcontext()
-        return flow.autocast(device_type="cuda", dtype=self._autocast_dtype)
-
     def backward(self, loss: flow.Tensor) -> None:
         super().backward(loss)
         if self.rng is not None:
             self.rng.advance()
-
-    def clip_utilities(self) -> Any:
-        return flow.nn.utils
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
@@ -193,22 +164,10 @@ class OneflowSingleDriver(GradScaling, Driver):
         self.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
-        flow.save({
-            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
-            "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None,
-        }, str(path))
+        flow.save(self.training_state([optimizer.state_dict() for optimizer in self.optimizers]), str(path))
 
     def load_training_state(self, path: Path) -> None:
-        state = flow.load(str(path), map_location=self._device)
-        saved = state["optimizers"]
-        if len(saved) != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
-                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
-        for optimizer, optimizer_state in zip(self.optimizers, saved):
-            optimizer.load_state_dict(optimizer_state)
-        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
-            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        self.restore_training_state(flow.load(str(path), map_location=self._device))
 
     def get_rng_state(self) -> dict[str, Any]:
         if self.rng is None:

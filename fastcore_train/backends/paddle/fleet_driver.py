@@ -24,6 +24,11 @@ from fastcore_train.drivers.model_calls import data_parallel_call
 from fastcore_train.launch import stop_job_after_failure
 
 
+def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
+    """paddle's GradScaler wrapped by Fleet for data parallel training."""
+    return fleet.distributed_scaler(paddle.amp.GradScaler(**gradscaler_kwargs))
+
+
 def _fleet_initialised() -> bool:
     """Whether ``fleet.init`` ran in this process (``fleet.init`` is bound to fleet's singleton)."""
     return getattr(fleet.init.__self__, "_role_maker", None) is not None
@@ -50,6 +55,8 @@ class PaddleFleetDriver(PaddleSingleDriver):
     ``paddle_kwargs`` adds ``fleet_strategy`` (a ``fleet.DistributedStrategy``, e.g. with
     ``find_unused_parameters=True``) to the single-process ones.
     """
+
+    grad_scaler_type = staticmethod(_fleet_grad_scaler)
 
     def __init__(self, model: paddle.nn.Layer, device: Any, world: World, fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, launch_devices: Optional[list[str]] = None,
@@ -100,9 +107,7 @@ class PaddleFleetDriver(PaddleSingleDriver):
         self._user_module.to(device=self._device)
         if not self._user_wrapped:
             self.model = fleet.distributed_model(_MethodDispatch(self._user_module))
-        self._setup_amp()
-        if self.grad_scaler is not None:
-            self.grad_scaler = fleet.distributed_scaler(self.grad_scaler)
+        self.precision.setup()
 
     def _start_other_ranks(self) -> None:
         devices = self._launch_devices

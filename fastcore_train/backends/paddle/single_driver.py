@@ -1,21 +1,19 @@
 """``PaddleSingleDriver``: one process, one device (CPU or one GPU)."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
 import paddle
 
 from fastcore_train.backends.paddle import dataloader as paddle_dataloader
-from fastcore_train.backends.paddle.devices import is_gpu, parse_device
+from fastcore_train.backends.paddle.devices import parse_device
 from fastcore_train.backends.paddle.optim_state import load_optimizer_state, save_optimizer_state
 from fastcore_train.backends.paddle.persistence import load_model_file, save_model_file
+from fastcore_train.backends.paddle.precision import PaddlePrecision
 from fastcore_train.backends.paddle.rng import get_rng_state, set_rng_state
 from fastcore_train.backends.paddle.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.grad_scaling import GradScaling
-from fastcore_train.log import logger
 from fastcore_train.drivers.model_calls import single_process_call
 
 _PADDLE_KWARGS = {"set_grad_to_zero", "input_spec", "gradscaler_kwargs", "amp_level", "amp_dtype"}
@@ -30,12 +28,13 @@ def check_paddle_kwargs(paddle_kwargs: Optional[dict[str, Any]], accepted: set[s
     return paddle_kwargs
 
 
-class PaddleSingleDriver(GradScaling, Driver):
+class PaddleSingleDriver(Driver):
     """Trains a ``paddle.nn.Layer`` in this process on one device.
 
     The device is made paddle's current one (``paddle.set_device``), so dataloaders produce
     tensors there. ``fp16=True`` uses ``paddle.amp.auto_cast`` with a ``GradScaler`` on GPU; on
-    CPU paddle's amp does nothing, so training runs in float32 (with a warning).
+    CPU paddle's amp does nothing, so training runs in float32 (with a warning); see
+    :class:`~fastcore_train.backends.paddle.precision.PaddlePrecision`.
     ``paddle_kwargs``: ``set_grad_to_zero`` (``clear_grad`` keeps zeroed gradients; default
     True, paddle's default), ``input_spec`` (a list of ``paddle.static.InputSpec``: whole-model
     saves also export the model with ``paddle.jit.save``), ``gradscaler_kwargs``, ``amp_level``
@@ -44,6 +43,8 @@ class PaddleSingleDriver(GradScaling, Driver):
 
     backend = "paddle"
     model_file_suffix = ".pdparams"
+    #: Builds the fp16 grad scaler on GPU; Fleet's driver wraps it for data parallel.
+    grad_scaler_type: Callable[..., Any] = paddle.amp.GradScaler
 
     def __init__(self, model: paddle.nn.Layer, device: Any = "cpu", fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
@@ -53,28 +54,15 @@ class PaddleSingleDriver(GradScaling, Driver):
         self._data_device = parse_device(data_device) if data_device is not None else self._device
         self._set_grad_to_zero = bool(paddle_kwargs.get("set_grad_to_zero", True))
         self._input_spec = paddle_kwargs.get("input_spec")
-        self._gradscaler_kwargs = dict(paddle_kwargs.get("gradscaler_kwargs", {}))
-        self._amp_level = paddle_kwargs.get("amp_level", "O1")
-        self._amp_dtype = paddle_kwargs.get("amp_dtype", "float16")
-        self.grad_scaler: Optional[paddle.amp.GradScaler] = None
-        self._amp_active = False
+        self.precision: PaddlePrecision = PaddlePrecision(
+            self._device, fp16, paddle_kwargs.get("gradscaler_kwargs"), level=paddle_kwargs.get("amp_level", "O1"),
+            dtype=paddle_kwargs.get("amp_dtype", "float16"), scaler_type=self.grad_scaler_type)
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         paddle.set_device(self._device)
         self.unwrap_model().to(device=self._device)
-        self._setup_amp()
-
-    def _setup_amp(self) -> None:
-        if not self.fp16:
-            return
-        if not is_gpu(self._device):
-            logger.warning("fp16=True does nothing on CPU with paddle: paddle.amp.auto_cast only casts on GPU, "
-                           "so this run trains in float32. Pass a GPU device to train in mixed precision, "
-                           "or fp16=False to silence this warning.")
-            return
-        self._amp_active = True
-        self.grad_scaler = paddle.amp.GradScaler(**self._gradscaler_kwargs)
+        self.precision.setup()
 
     def check_optimizer(self, optimizer: Any) -> None:
         if not isinstance(optimizer, paddle.optimizer.Optimizer):
@@ -114,14 +102,6 @@ class PaddleSingleDriver(GradScaling, Driver):
     def evaluate_context(self) -> ContextManager[Any]:
         return paddle.no_grad()
 
-    def auto_cast(self) -> ContextManager[Any]:
-        if not self._amp_active:
-            return contextlib.nullcontext()
-        return paddle.amp.auto_cast(enable=True, level=self._amp_level, dtype=self._amp_dtype)
-
-    def clip_utilities(self) -> Any:
-        return paddle.nn.utils
-
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
             optimizer.clear_grad(set_to_zero=self._set_grad_to_zero)
@@ -152,22 +132,10 @@ class PaddleSingleDriver(GradScaling, Driver):
         load_model_file(self.unwrap_model(), Path(path), **kwargs)
 
     def save_training_state(self, path: Path) -> None:
-        paddle.save({
-            "optimizers": [save_optimizer_state(optimizer) for optimizer in self.optimizers],
-            "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None,
-        }, str(path))
+        paddle.save(self.training_state([save_optimizer_state(optimizer) for optimizer in self.optimizers]), str(path))
 
     def load_training_state(self, path: Path) -> None:
-        state = paddle.load(str(path))
-        saved = state["optimizers"]
-        if len(saved) != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
-                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
-        for optimizer, optimizer_state in zip(self.optimizers, saved):
-            load_optimizer_state(optimizer, optimizer_state)
-        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
-            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        self.restore_training_state(paddle.load(str(path)), load_optimizer_state)
 
     def get_rng_state(self) -> dict[str, Any]:
         return get_rng_state()

@@ -102,8 +102,7 @@ class TorchDDPDriver(TorchSingleDriver):
         self._user_module.to(self._device)
         if not self._user_ddp:
             self.model = self.wrap_model(_MethodDispatch(self._user_module))
-        if self.fp16 and self._device.type == "cuda":
-            self.grad_scaler = torch.amp.GradScaler("cuda", **self._gradscaler_kwargs)
+        self.precision.setup()
 
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
         """Wrap the method-dispatching module for data parallel; subclasses (FairScale, FSDP) override."""

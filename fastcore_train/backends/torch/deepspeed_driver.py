@@ -39,6 +39,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.precision import DeepSpeedPrecision
 from fastcore_train.backends.torch.world import World, world_from_environment
 from fastcore_train.launch import free_port
 
@@ -121,6 +122,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         super().__init__(model, device, world, fp16=fp16, **kwargs)
         self._config = build_config(deepspeed_kwargs.get("config"), fp16, self._device.type == "cuda")
         self.engine: Optional[Any] = None
+        self.precision: DeepSpeedPrecision = DeepSpeedPrecision(self._device, fp16)  # no grad scaler
 
     # ------------------------------------------------------------------ set-up
     def set_optimizers(self, optimizers: Any) -> None:
@@ -136,7 +138,6 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
             os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
                                "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
         super().setup()  # launches the other ranks, joins the process group, calls wrap_model
-        self.grad_scaler = None  # DeepSpeed scales fp16 losses itself
 
     def wrap_model(self, dispatch: torch.nn.Module) -> Any:
         """Build the DeepSpeed engine around the dispatching module and the user's optimizer."""
@@ -152,7 +153,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         engine, _, _, _ = deepspeed.initialize(args=args, model=dispatch,
                                                optimizer=self.optimizers[0] if self.optimizers else None,
                                                config=self._config)
-        self.engine = engine
+        self.engine = self.precision.engine = engine
         return engine
 
     @property
@@ -160,22 +161,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         """The ZeRO stage the engine runs (0 before set-up)."""
         return self.engine.zero_optimization_stage() if self.engine is not None else 0
 
-    def _engine_dtype(self) -> Optional[torch.dtype]:
-        if self.engine is None:
-            return None
-        if self.engine.fp16_enabled():
-            return torch.float16
-        if self.engine.bfloat16_enabled():
-            return torch.bfloat16
-        return None
-
     # ------------------------------------------------------------------ forward / backward
-    def auto_cast(self) -> ContextManager[Any]:
-        dtype = self._engine_dtype()
-        if dtype is not None:  # half-precision weights: evaluation on the bare module needs autocast too
-            return torch.autocast(device_type=self._device.type, dtype=dtype)
-        return super().auto_cast()
-
     def evaluate_context(self) -> ContextManager[Any]:
         """No gradients; under ZeRO-3 also gather the weights once and lift ZeRO's hooks, so that
         ranks evaluating different numbers of batches need no collective per forward."""

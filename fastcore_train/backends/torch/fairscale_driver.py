@@ -53,6 +53,7 @@ class FairScaleDriver(TorchDDPDriver):
     """
 
     collective_save = True
+    grad_scaler_type = ShardedGradScaler  # torch's GradScaler would hang with sharded gradients
 
     def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
                  fairscale_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
@@ -78,11 +79,6 @@ class FairScaleDriver(TorchDDPDriver):
             raise RuntimeError("driver='fairscale' re-creates the optimizers when it wraps the model, so they "
                                "must be given before set-up: pass them to the Trainer that builds this driver.")
         super().set_optimizers(optimizers)
-
-    def setup(self) -> None:
-        super().setup()
-        if self.grad_scaler is not None:  # torch's GradScaler would hang with sharded gradients
-            self.grad_scaler = ShardedGradScaler(**self._gradscaler_kwargs)
 
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
         """ShardedDDP over OSS versions of the optimizers, or FairScale FSDP (CUDA)."""
@@ -146,7 +142,7 @@ class FairScaleDriver(TorchDDPDriver):
         its share of the parameters, so the norm is combined across ranks by FSDP's
         ``clip_grad_norm_`` or OSS's ``clip_grad_norm``."""
         if isinstance(self.model, FairScaleFSDP):
-            self.unscale_gradients()
+            self.precision.unscale_gradients(self.stepping_optimizers())
             return self.model.clip_grad_norm_(max_norm, norm_type)
         sharded = [optimizer for optimizer in self.optimizers if isinstance(optimizer, OSS)]
         if not sharded:
@@ -156,7 +152,7 @@ class FairScaleDriver(TorchDDPDriver):
                 f"driver='fairscale' clips by norm through OSS.clip_grad_norm, which computes the norm of one "
                 f"optimizer's parameters only; with {len(self.optimizers)} optimizers there is no global norm. "
                 "Train with one optimizer (several parameter groups are fine) or clip by value.")
-        self.unscale_gradients()
+        self.precision.unscale_gradients(self.stepping_optimizers())
         return sharded[0].clip_grad_norm(max_norm, norm_type)
 
     def zero_grad(self) -> None:
@@ -208,28 +204,17 @@ class FairScaleDriver(TorchDDPDriver):
                 optimizer.consolidate_state_dict(recipient_rank=0)
                 states.append(optimizer.state_dict() if self.rank == 0 else None)
         if self.rank == 0:
-            torch.save({"optimizers": states,
-                        "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None}, path)
+            torch.save(self.training_state(states), path)
 
     def load_training_state(self, path: Path) -> None:
         """Every rank reads the full state; OSS and FSDP keep this rank's share of it."""
         if isinstance(self.model, FairScaleFSDP):
             state = torch.load(path, map_location="cpu", weights_only=True)  # FairScale's flat layout
-            saved = state["optimizers"]
-            self._check_count(saved)
-            for optimizer, full in zip(self.optimizers, saved):
-                optimizer.load_state_dict(self.model.get_shard_from_optim_state_dict(full))
-            if self.grad_scaler is not None and state.get("grad_scaler") is not None:
-                self.grad_scaler.load_state_dict(state["grad_scaler"])
+            self.restore_training_state(state, lambda optimizer, full: optimizer.load_state_dict(
+                self.model.get_shard_from_optim_state_dict(full)))
         else:
             super().load_training_state(path)
         self._link_user_optimizers()  # load_state_dict replaced the live optimizers' param groups
-
-    def _check_count(self, saved: list[Any]) -> None:
-        if len(saved) != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
-                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
 
 
 def _fresh_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:

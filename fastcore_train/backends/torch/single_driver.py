@@ -1,16 +1,15 @@
 """``TorchSingleDriver``: one process, one device (CPU or one CUDA GPU)."""
 from __future__ import annotations
 
-import contextlib
 from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
 import torch
 
 from fastcore_train.backends.torch import dataloader as torch_dataloader
+from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
 from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.grad_scaling import GradScaling
 from fastcore_train.drivers.model_calls import single_process_call
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
@@ -42,16 +41,20 @@ def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
     return parsed
 
 
-class TorchSingleDriver(GradScaling, Driver):
+class TorchSingleDriver(Driver):
     """Trains a ``torch.nn.Module`` in this process on one device.
 
     ``fp16=True`` uses ``torch.autocast`` with float16 and a ``GradScaler`` on CUDA, and bfloat16
-    autocast (no scaler needed) on CPU. ``torch_kwargs``: ``set_grad_to_none`` (default True),
-    ``non_blocking`` (default True), ``gradscaler_kwargs`` (passed to ``torch.amp.GradScaler``).
+    autocast (no scaler needed) on CPU; see
+    :class:`~fastcore_train.backends.torch.precision.TorchPrecision`. ``torch_kwargs``:
+    ``set_grad_to_none`` (default True), ``non_blocking`` (default True), ``gradscaler_kwargs``
+    (passed to ``torch.amp.GradScaler``).
     """
 
     backend = "torch"
     model_file_suffix = ".pt"
+    #: Builds the fp16 grad scaler on CUDA; drivers whose gradients are sharded name another.
+    grad_scaler_type: Optional[Callable[..., Any]] = CUDA_GRAD_SCALER
 
     def __init__(self, model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,
                  torch_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
@@ -64,15 +67,13 @@ class TorchSingleDriver(GradScaling, Driver):
         self._data_device = parse_device(data_device, model) if data_device is not None else self._device
         self._set_grad_to_none = torch_kwargs.get("set_grad_to_none", True)
         self._non_blocking = torch_kwargs.get("non_blocking", True)
-        self._gradscaler_kwargs = torch_kwargs.get("gradscaler_kwargs", {})
-        self.grad_scaler: Optional[torch.amp.GradScaler] = None
-        self._autocast_dtype = torch.float16 if self._device.type == "cuda" else torch.bfloat16
+        self.precision: TorchPrecision = TorchPrecision(self._device, fp16, torch_kwargs.get("gradscaler_kwargs"),
+                                                        self.grad_scaler_type)
 
     # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         self.model.to(self._device)
-        if self.fp16 and self._device.type == "cuda":
-            self.grad_scaler = torch.amp.GradScaler("cuda", **self._gradscaler_kwargs)
+        self.precision.setup()
 
     def check_optimizer(self, optimizer: Any) -> None:
         if not isinstance(optimizer, torch.optim.Optimizer):
@@ -107,14 +108,6 @@ class TorchSingleDriver(GradScaling, Driver):
     def evaluate_context(self) -> ContextManager[Any]:
         return torch.no_grad()
 
-    def auto_cast(self) -> ContextManager[Any]:
-        if not self.fp16:
-            return contextlib.nullcontext()
-        return torch.autocast(device_type=self._device.type, dtype=self._autocast_dtype)
-
-    def clip_utilities(self) -> Any:
-        return torch.nn.utils
-
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=self._set_grad_to_none)
@@ -146,23 +139,10 @@ class TorchSingleDriver(GradScaling, Driver):
         self.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
-        torch.save({
-            "optimizers": [optimizer.state_dict() for optimizer in self.optimizers],
-            "grad_scaler": self.grad_scaler.state_dict() if self.grad_scaler is not None else None,
-        }, path)
+        torch.save(self.training_state([optimizer.state_dict() for optimizer in self.optimizers]), path)
 
     def load_training_state(self, path: Path) -> None:
-        state = torch.load(path, map_location=self._device, weights_only=True)
-        saved = state["optimizers"]
-        if len(saved) != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {len(saved)} optimizer state(s) but the trainer has "
-                f"{len(self.optimizers)} optimizer(s); pass the same optimizers as when it was saved."
-            )
-        for optimizer, optimizer_state in zip(self.optimizers, saved):
-            optimizer.load_state_dict(optimizer_state)
-        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
-            self.grad_scaler.load_state_dict(state["grad_scaler"])
+        self.restore_training_state(torch.load(path, map_location=self._device, weights_only=True))
 
     def get_rng_state(self) -> dict[str, Any]:
         state: dict[str, Any] = {"cpu": torch.get_rng_state().tolist()}

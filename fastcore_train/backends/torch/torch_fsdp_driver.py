@@ -26,6 +26,7 @@ either layout, whatever ``state_dict_type`` says.
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 from typing import Any, ContextManager, Iterator, Optional
 
@@ -41,6 +42,7 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
 from fastcore_train.backends.torch.world import World
+from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
 STATE_DICT_TYPES = ("full", "sharded")
 _DISPATCH_PREFIX = "model."  # the user's module inside the driver's method-dispatching wrapper
@@ -57,6 +59,8 @@ class TorchFSDPDriver(TorchDDPDriver):
     """
 
     collective_save = True
+    # Gradients are sharded: the scaler must check every rank's shard for inf/NaN.
+    grad_scaler_type = functools.partial(ShardedGradScaler, "cuda")
 
     def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
                  torch_fsdp_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
@@ -75,11 +79,6 @@ class TorchFSDPDriver(TorchDDPDriver):
         self._fsdp_kwargs = options
 
     # ------------------------------------------------------------------ set-up
-    def setup(self) -> None:
-        super().setup()
-        if self.grad_scaler is not None:  # gradients are sharded: the scaler must check every rank's
-            self.grad_scaler = ShardedGradScaler("cuda", **self._gradscaler_kwargs)
-
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
         """``FullyShardedDataParallel`` on this rank's device, keeping the original parameters."""
         options = {"device_id": self._device, "use_orig_params": True, **self._fsdp_kwargs}
@@ -121,7 +120,7 @@ class TorchFSDPDriver(TorchDDPDriver):
         combined across ranks before every rank scales its shard (collective)."""
         if not isinstance(self.model, FullyShardedDataParallel):
             return super().clip_grad_norm(max_norm, norm_type)
-        self.unscale_gradients()
+        self.precision.unscale_gradients(self.stepping_optimizers())
         return self.model.clip_grad_norm_(max_norm, norm_type)
 
     # ------------------------------------------------------------------ evaluation
@@ -173,41 +172,35 @@ class TorchFSDPDriver(TorchDDPDriver):
         full = self.state_dict_type == "full"
         optimizers = [get_optimizer_state_dict(self.model, optimizer, options=self._options(full))
                       for optimizer in self.optimizers]
-        scaler = self.grad_scaler.state_dict() if self.grad_scaler is not None else None
         if not full:
             state: dict[str, Any] = {f"optimizer_{i}": osd for i, osd in enumerate(optimizers)}
+            scaler = self.precision.state_dict()
             if scaler is not None:
-                state["grad_scaler"] = scaler
+                state[GRAD_SCALER_KEY] = scaler
             dcp.save(state, checkpoint_id=path)
         elif self.rank == 0:
-            torch.save({"optimizers": optimizers, "grad_scaler": scaler}, path)
+            torch.save(self.training_state(optimizers), path)
 
     def load_training_state(self, path: Path) -> None:
         path = Path(path)
         if path.is_dir():
-            self._check_count(_saved_optimizer_count(path))
+            self.check_optimizer_count(_saved_optimizer_count(path))
             state: dict[str, Any] = {f"optimizer_{i}": get_optimizer_state_dict(self.model, optimizer,
                                                                                 options=self._options(False))
                                      for i, optimizer in enumerate(self.optimizers)}
-            if self.grad_scaler is not None:
-                state["grad_scaler"] = self.grad_scaler.state_dict()
+            scaler = self.precision.state_dict()  # the layout dcp.load fills in
+            if scaler is not None:
+                state[GRAD_SCALER_KEY] = scaler
             dcp.load(state, checkpoint_id=path)
             options = self._options(False)
             saved = [state[f"optimizer_{i}"] for i in range(len(self.optimizers))]
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
-            self._check_count(len(state["optimizers"]))
+            self.check_optimizer_count(len(state["optimizers"]))
             options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
         for optimizer, optimizer_state in zip(self.optimizers, saved):
             set_optimizer_state_dict(self.model, optimizer, optimizer_state, options=options)
-        if self.grad_scaler is not None and state.get("grad_scaler") is not None:
-            self.grad_scaler.load_state_dict(state["grad_scaler"])
-
-    def _check_count(self, saved: int) -> None:
-        if saved != len(self.optimizers):
-            raise ValueError(
-                f"The checkpoint holds {saved} optimizer state(s) but the trainer has {len(self.optimizers)} "
-                "optimizer(s); pass the same optimizers as when it was saved.")
+        self.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
 
 
 def _strip(key: str) -> str:

@@ -200,3 +200,26 @@ def test_fp16_clipping_on_cuda_matches_torchs_amp_recipe():
     _amp_hand_loop(reference, list(loader()), "cuda", autocast=True)
     for ours, theirs in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(ours, theirs, rtol=1e-5, atol=1e-6)
+
+
+def test_training_state_keeps_the_grad_scaler_state_in_its_file_layout(tmp_path):
+    """The file holds ``{"optimizers": [...], "grad_scaler": ...}`` (the layout of every earlier
+    release), and a file in that layout restores the scaler's scale."""
+    model = ForwardOnly()
+    driver = choose_driver(model, "torch")
+    driver.ensure_setup()
+    driver.set_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
+    driver.save_training_state(tmp_path / "plain.pt")
+    assert list(torch.load(tmp_path / "plain.pt", weights_only=True)) == ["optimizers", "grad_scaler"]
+    assert torch.load(tmp_path / "plain.pt", weights_only=True)["grad_scaler"] is None
+
+    written = torch.amp.GradScaler("cpu", init_scale=256.0)
+    torch.save({"optimizers": [driver.optimizers[0].state_dict()], "grad_scaler": written.state_dict()},
+               tmp_path / "scaled.pt")
+    driver.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    driver.load_training_state(tmp_path / "scaled.pt")
+    assert driver.grad_scaler.get_scale() == 256.0
+    driver.save_training_state(tmp_path / "again.pt")
+    assert torch.load(tmp_path / "again.pt", weights_only=True)["grad_scaler"] == written.state_dict()
+    driver.load_training_state(tmp_path / "plain.pt")  # saved without a scaler: the scaler keeps its state
+    assert driver.grad_scaler.get_scale() == 256.0
