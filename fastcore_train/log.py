@@ -14,8 +14,7 @@ import sys
 from pathlib import Path
 from typing import Optional, Union
 
-from fastcore_train.drivers.registry import launch_environments
-from fastcore_train.parallel.environment import detect_rank_facts
+from fastcore_train.parallel.environment import RankFacts, detect_rank_facts
 
 LEVEL_ENV = "FASTCORE_TRAIN_LOG_LEVEL"
 ALL_RANKS_ENV = "FASTCORE_TRAIN_LOG_ALL_RANKS"
@@ -24,9 +23,16 @@ _DATE_FORMAT = "%H:%M:%S"
 logger = logging.getLogger("fastcore_train")
 
 
-# The launcher's rank facts, read at import so that even lines logged before the Trainer exists
-# name the right rank (every registered backend's launcher is asked; no framework is imported).
-_LAUNCHED = detect_rank_facts(launch_environments())
+def _launched_rank_facts() -> RankFacts:
+    """The launcher's rank facts, read at import so that even lines logged before the Trainer
+    exists name the right rank (every registered backend's launcher is asked; no framework is
+    imported). The registry is imported here, once ``logger`` exists: modules it loads log too."""
+    from fastcore_train.drivers.registry import launch_environments
+
+    return detect_rank_facts(launch_environments())
+
+
+_LAUNCHED = _launched_rank_facts()
 
 
 class _RankState:
