@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, ContextManager, Optional
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY, Precision
 
 if TYPE_CHECKING:
+    from fastcore_train.parallel.launcher import Launcher
     from fastcore_train.samplers.adapt import DataLoaderArgs
 
 
@@ -37,11 +38,17 @@ class Driver(ABC):
         self.fp16 = fp16
         self.optimizers: list[Any] = []
         self.precision: Precision = Precision()
+        #: How this job's ranks start (:mod:`fastcore_train.parallel.launcher`); chosen with the
+        #: driver, from ``device=``. None: every rank is already running (or there is one).
+        self.launcher: Optional["Launcher"] = None
         self._is_set_up = False
 
     def ensure_setup(self) -> None:
-        """Run :meth:`setup` once, whoever (Trainer or a standalone Evaluator) gets there first."""
+        """Once, whoever (Trainer or a standalone Evaluator) gets there first: start the other
+        ranks if this process must (the launcher), then :meth:`setup`."""
         if not self._is_set_up:
+            if self.launcher is not None:
+                self.launcher.launch()
             self.setup()
             self._is_set_up = True
 
@@ -278,7 +285,12 @@ class Driver(ABC):
         return [obj]
 
     def on_exception(self, exception: BaseException) -> None:
-        """Called when training raises, so a distributed driver can stop its peers."""
+        """Called when training raises: in a distributed job, stop every rank (so none waits
+        forever in a collective for this one), as the launcher that started them knows how."""
+        if self.is_distributed():
+            from fastcore_train.parallel.launcher import AlreadyLaunched
+
+            (self.launcher or AlreadyLaunched()).stop_after_failure(self.rank, exception)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(device={self.model_device!s}, fp16={self.fp16})"

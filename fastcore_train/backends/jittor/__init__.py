@@ -11,6 +11,7 @@ from fastcore_train.backends.jittor.mpi_driver import JittorMPIDriver
 from fastcore_train.backends.jittor.signals import restore_python_signal_handling
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
 from fastcore_train.parallel.environment import MPIRUN, RankFacts
+from fastcore_train.parallel.launcher import choose_launcher
 from fastcore_train.parallel.placement import place_ranks
 
 restore_python_signal_handling()  # importing jittor made any killed child process end this one
@@ -41,7 +42,9 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
     placement = place_ranks(device, launched, DEVICES)
     if placement.is_distributed:
         launch_world_size = placement.facts.world_size if placement.launch else None
-        return JittorMPIDriver(model, device=placement.device, fp16=fp16, launch_world_size=launch_world_size,
-                               **kwargs)
+        driver = JittorMPIDriver(model, device=placement.device, fp16=fp16, launch_world_size=launch_world_size,
+                                 **kwargs)
+        driver.launcher = choose_launcher(placement, "mpirun", None, driver.output_from_new_proc)
+        return driver
     kwargs.pop("output_from_new_proc", None)
     return JittorSingleDriver(model, device=placement.device, fp16=fp16, **kwargs)

@@ -5,8 +5,9 @@ on ``batch_size / N`` samples of it, drawn by the Trainer's samplers. Under ``mp
 train.py`` jittor knows its rank (``jt.rank``, ``jt.world_size``) and
 its optimizers average gradients across ranks inside ``backward`` (and broadcast rank 0's
 parameters on the first step), so a rank trains like one process on its share of every global
-batch. From a plain ``python train.py`` with a device list, :meth:`JittorMPIDriver.setup` (run
-inside ``Trainer.__init__``) replaces the process with ``mpirun`` running the same command line.
+batch. From a plain ``python train.py`` with a device list, the driver's launcher
+(:class:`~fastcore_train.parallel.launcher.MpirunReexec`, run inside ``Trainer.__init__`` before
+set-up) replaces the process with ``mpirun`` running the same command line.
 """
 from __future__ import annotations
 
@@ -18,11 +19,11 @@ import jittor as jt
 from jittor.dataset import Dataset
 
 from fastcore_train.backends.jittor import collectives
-from fastcore_train.backends.jittor.launch import exec_under_mpirun
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import BatchedIndices
-from fastcore_train.launch import LAUNCHED_RANK_ENV, check_output_choice, redirect_own_output, stop_job_after_failure
+from fastcore_train.launch import check_output_choice, redirect_own_output
+from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 
 
 class JittorMPIDriver(JittorSingleDriver):
@@ -32,13 +33,13 @@ class JittorMPIDriver(JittorSingleDriver):
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
                  jittor_kwargs: Optional[dict[str, Any]] = None, launch_world_size: Optional[int] = None,
                  **kwargs: Any) -> None:
-        self._output_from_new_proc = check_output_choice(kwargs.pop("output_from_new_proc", "only_error"))
+        self.output_from_new_proc = check_output_choice(kwargs.pop("output_from_new_proc", "only_error"))
         super().__init__(model, device=device, fp16=fp16, jittor_kwargs=jittor_kwargs, **kwargs)
         self._launch_world_size = launch_world_size
         if jt.in_mpi and os.environ.get(LAUNCHED_RANK_ENV) == "mpi":
             # We re-ran the script under mpirun: its worker ranks follow output_from_new_proc as the
             # workers other backends spawn do. Under a user's own mpirun, output is left to mpirun.
-            redirect_own_output(self._output_from_new_proc, int(jt.rank))
+            redirect_own_output(self.output_from_new_proc, int(jt.rank))
 
     # ------------------------------------------------------------------ facts
     def is_distributed(self) -> bool:
@@ -58,8 +59,6 @@ class JittorMPIDriver(JittorSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        if not jt.in_mpi:
-            exec_under_mpirun(self.world_size)  # does not return
         super().setup()
         # Same starting weights everywhere, whatever each rank initialised.
         for parameter in self.unwrap_model().parameters():
@@ -91,7 +90,3 @@ class JittorMPIDriver(JittorSingleDriver):
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         return collectives.all_gather_object(obj)
-
-    def on_exception(self, exception: BaseException) -> None:
-        """Make sure no rank waits forever for this one in a collective."""
-        stop_job_after_failure(self.rank, exception)

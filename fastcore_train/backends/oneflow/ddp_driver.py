@@ -21,18 +21,14 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
-import sys
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 import oneflow as flow
 from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
-from fastcore_train.backends.oneflow.world import World, launch_environments
-from fastcore_train.launch import check_output_choice, WorkerGroup, spawn_workers
-from fastcore_train.log import logger
+from fastcore_train.backends.oneflow.world import World
 from fastcore_train.drivers.model_calls import data_parallel_call
-from fastcore_train.launch import stop_job_after_failure
 
 
 class _MethodDispatch(flow.nn.Module):
@@ -49,17 +45,16 @@ class _MethodDispatch(flow.nn.Module):
 
 
 class OneflowDDPDriver(OneflowSingleDriver):
-    """One rank of a oneflow DDP job, or (``supervise=True``) the plain process that starts them."""
+    """One rank of a oneflow DDP job. In a self-launched job, the plain process holding this driver
+    only supervises: its launcher (:class:`~fastcore_train.parallel.launcher.SpawnAllRanks`) starts
+    every rank before :meth:`setup` and never returns."""
 
     def __init__(self, model: flow.nn.Module, device: Any, world: World, fp16: bool = False,
-                 oneflow_kwargs: Optional[dict[str, Any]] = None, supervise: bool = False,
-                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+                 oneflow_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         oneflow_kwargs = dict(oneflow_kwargs or {})
         self._ddp_kwargs = oneflow_kwargs.pop("ddp_kwargs", {})
         super().__init__(model, device=device, fp16=fp16, oneflow_kwargs=oneflow_kwargs, **kwargs)
         self.world = world
-        self._supervise = supervise
-        self._output_from_new_proc = check_output_choice(output_from_new_proc)
         self._user_ddp = bool(getattr(model, "_is_ddp_module", False))
         self._skip_sync = False
 
@@ -88,8 +83,6 @@ class OneflowDDPDriver(OneflowSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        if self._supervise:
-            self._run_ranks_and_exit()
         if flow.env.get_world_size() != self.world_size:
             raise RuntimeError(
                 f"oneflow was imported with world size {flow.env.get_world_size()}, but this rank belongs to a job "
@@ -115,28 +108,6 @@ class OneflowDDPDriver(OneflowSingleDriver):
         if devices and devices != {self._device.type}:
             raise ValueError(f"The DistributedDataParallel model you passed has parameters on {sorted(devices)}, but "
                              f"this rank's device is {self._device}; move the model to the device before wrapping it.")
-
-    def _run_ranks_and_exit(self) -> None:
-        """Start ranks 0..N-1 in new processes, wait for them, and end this process with their status."""
-        environments = launch_environments(self.world_size)
-        logger.info("Starting %d oneflow ranks in new processes (oneflow fixes a process's rank when it is "
-                    "imported); this process only waits for them.", self.world_size)
-        groups: list[WorkerGroup] = [spawn_workers(1, lambda rank: environments[rank], "all", first_rank=0)]
-        if self.world_size > 1:
-            groups.append(spawn_workers(self.world_size, lambda rank: environments[rank], self._output_from_new_proc))
-        try:
-            for group in groups:
-                for process in group.processes:
-                    process.wait()
-        except KeyboardInterrupt:
-            for group in groups:
-                group.terminate()
-            sys.stdout.flush()
-            os._exit(130)
-        failed = any(process.returncode != 0 for group in groups for process in group.processes)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(1 if failed else 0)
 
     # ------------------------------------------------------------------ forward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
@@ -201,7 +172,3 @@ class OneflowDDPDriver(OneflowSingleDriver):
             payload = flow.tensor(list(data), dtype=flow.uint8, device=self._comm_device())
         flow.comm.broadcast(payload, src)
         return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))
-
-    def on_exception(self, exception: BaseException) -> None:
-        """Make sure no rank waits forever for this one in a collective."""
-        stop_job_after_failure(self.rank, exception)

@@ -1,16 +1,17 @@
 """The PaddlePaddle backend: its drivers, and the model-type check used by ``choose_driver``."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import paddle
 
 from fastcore_train.backends.paddle.demo import build_demo
-from fastcore_train.backends.paddle.devices import DEVICES, parse_device
+from fastcore_train.backends.paddle.devices import DEVICES, is_gpu, parse_device
 from fastcore_train.backends.paddle.fleet_driver import PaddleFleetDriver
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver
-from fastcore_train.backends.paddle.world import world_from_environment, world_from_process_group
-from fastcore_train.parallel.placement import place_ranks
+from fastcore_train.backends.paddle.world import launch_environments, world_from_environment, world_from_process_group
+from fastcore_train.parallel.launcher import choose_launcher
+from fastcore_train.parallel.placement import Placement, place_ranks
 
 __all__ = ["PaddleSingleDriver", "PaddleFleetDriver", "create_driver", "is_model", "seed_framework", "build_demo"]
 
@@ -23,16 +24,26 @@ def seed_framework(seed: int) -> None:
     paddle.seed(seed)  # seeds the CPU generator and every GPU's
 
 
+def _self_launch_variables(placement: Placement) -> Optional[list[dict[str, str]]]:
+    """Paddle's launcher variables for each rank of a job this process starts (gloo on CPU, nccl on GPUs)."""
+    if not placement.launch:
+        return None
+    devices = [parse_device(device) for device in placement.devices]
+    gpus = [int(device.split(":")[1]) for device in devices] if is_gpu(devices[0]) else None
+    return launch_environments(placement.facts.world_size, "nccl" if gpus else "gloo", gpus)
+
+
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,
                   **kwargs: Any) -> PaddleSingleDriver:
     """Single process for one device; Fleet data parallel for a device list, paddle's launcher
     environment, or a parallel environment (or ``paddle.DataParallel`` model) the user set up."""
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = place_ranks(device, world_from_environment() or world_from_process_group(), DEVICES)
     if placement.is_distributed:
-        return PaddleFleetDriver(model, parse_device(placement.device), placement.facts, fp16=fp16,
-                                 launch_devices=[parse_device(d) for d in placement.devices] or None, **kwargs)
+        driver = PaddleFleetDriver(model, parse_device(placement.device), placement.facts, fp16=fp16, **kwargs)
+        driver.launcher = choose_launcher(placement, "spawn", _self_launch_variables(placement), output_from_new_proc)
+        return driver
     if isinstance(model, paddle.DataParallel):
         raise ValueError("The model is wrapped in paddle.DataParallel but no parallel environment with several "
                          "ranks exists; pass the unwrapped model, or launch with python -m paddle.distributed.launch.")
-    kwargs.pop("output_from_new_proc", None)
     return PaddleSingleDriver(model, device=placement.device, fp16=fp16, **kwargs)

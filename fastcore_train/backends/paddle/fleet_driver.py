@@ -18,10 +18,8 @@ from paddle.distributed import fleet
 
 from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
-from fastcore_train.backends.paddle.world import World, launch_environments
-from fastcore_train.launch import check_output_choice, WorkerGroup, spawn_workers
+from fastcore_train.backends.paddle.world import World
 from fastcore_train.drivers.model_calls import data_parallel_call
-from fastcore_train.launch import stop_job_after_failure
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
@@ -49,8 +47,8 @@ class _MethodDispatch(paddle.nn.Layer):
 
 
 class PaddleFleetDriver(PaddleSingleDriver):
-    """One rank of a Fleet data-parallel job. ``world`` says which; ``launch_devices`` (rank 0 of
-    a self-launched job only) are the devices of all ranks, for starting the others.
+    """One rank of a Fleet data-parallel job; ``world`` says which. A self-launched job's other
+    ranks are started by the driver's launcher before :meth:`setup`.
 
     ``paddle_kwargs`` adds ``fleet_strategy`` (a ``fleet.DistributedStrategy``, e.g. with
     ``find_unused_parameters=True``) to the single-process ones.
@@ -59,15 +57,11 @@ class PaddleFleetDriver(PaddleSingleDriver):
     grad_scaler_type = staticmethod(_fleet_grad_scaler)
 
     def __init__(self, model: paddle.nn.Layer, device: Any, world: World, fp16: bool = False,
-                 paddle_kwargs: Optional[dict[str, Any]] = None, launch_devices: Optional[list[str]] = None,
-                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+                 paddle_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
         self._strategy = paddle_kwargs.pop("fleet_strategy", None)
         super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
         self.world = world
-        self._launch_devices = launch_devices
-        self._output_from_new_proc = check_output_choice(output_from_new_proc)
-        self.workers: Optional[WorkerGroup] = None
         self._user_wrapped = isinstance(model, paddle.DataParallel)
         self._user_module = model._layers if self._user_wrapped else model
         self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
@@ -93,8 +87,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        if self._launch_devices is not None:
-            self._start_other_ranks()
         if not is_gpu(self._device):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", self.world_size))
@@ -108,13 +100,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
         if not self._user_wrapped:
             self.model = fleet.distributed_model(_MethodDispatch(self._user_module))
         self.precision.setup()
-
-    def _start_other_ranks(self) -> None:
-        devices = self._launch_devices
-        gpus = [int(device.split(":")[1]) for device in devices] if is_gpu(devices[0]) else None
-        environments = launch_environments(self.world_size, "nccl" if gpus else "gloo", gpus)
-        os.environ.update(environments[0])
-        self.workers = spawn_workers(self.world_size, lambda rank: environments[rank], self._output_from_new_proc)
 
     # ------------------------------------------------------------------ forward / backward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
@@ -151,7 +136,3 @@ class PaddleFleetDriver(PaddleSingleDriver):
         gathered: list[Any] = []
         dist.all_gather_object(gathered, obj)
         return gathered
-
-    def on_exception(self, exception: BaseException) -> None:
-        """Make sure no rank waits forever for this one in a collective."""
-        stop_job_after_failure(self.rank, exception, self.workers)

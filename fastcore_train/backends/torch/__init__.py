@@ -11,6 +11,9 @@ from fastcore_train.backends.torch.demo import build_demo
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.devices import DEVICES
 from fastcore_train.backends.torch.world import world_from_environment, world_from_process_group
+from fastcore_train.launch import free_port
+from fastcore_train.parallel.environment import TORCHRUN
+from fastcore_train.parallel.launcher import Launcher, choose_launcher
 from fastcore_train.parallel.placement import Placement
 from fastcore_train.parallel.placement import place_ranks as shared_place_ranks
 
@@ -29,6 +32,21 @@ def place_ranks(device: Any) -> Placement:
     """Where this process runs, from ``device=`` and torchrun's variables or a process group the
     user initialised (the reading itself is shared by every backend)."""
     return shared_place_ranks(device, world_from_environment() or world_from_process_group(), DEVICES)
+
+
+def launcher_for(placement: Placement, output_from_new_proc: str = "only_error") -> Launcher:
+    """How this job's ranks start: for a self-launch, rank 0 spawns the others with torchrun's variables."""
+    variables = None
+    if placement.launch:
+        port, world_size = free_port(), placement.facts.world_size
+        variables = [TORCHRUN.variables_for(rank, world_size, "127.0.0.1", port) for rank in range(world_size)]
+    return choose_launcher(placement, "spawn", variables, output_from_new_proc)
+
+
+def with_launcher(driver: TorchSingleDriver, placement: Placement, output_from_new_proc: str) -> TorchSingleDriver:
+    """``driver`` with the launcher its placement needs."""
+    driver.launcher = launcher_for(placement, output_from_new_proc)
+    return driver
 
 
 def data_parallel_placement(driver_name: str, model: torch.nn.Module, device: Any) -> Placement:
@@ -54,11 +72,12 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
         return module.create_driver(model, device=device, fp16=fp16, **kwargs)
     for other in ("fairscale_kwargs", "deepspeed_kwargs", "torch_fsdp_kwargs"):
         kwargs.pop(other, None)
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = place_ranks(device)
     if placement.is_distributed:
-        return TorchDDPDriver(model, placement.device, placement.facts, fp16=fp16, launch=placement.launch, **kwargs)
+        return with_launcher(TorchDDPDriver(model, placement.device, placement.facts, fp16=fp16, **kwargs), placement,
+                             output_from_new_proc)
     if isinstance(model, torch.nn.parallel.DistributedDataParallel):
         raise ValueError("The model is wrapped in DistributedDataParallel but no process group with several "
                          "ranks exists; pass the unwrapped model, or launch with torchrun.")
-    kwargs.pop("output_from_new_proc", None)
     return TorchSingleDriver(model, device=placement.device, fp16=fp16, **kwargs)

@@ -17,10 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.world import World
-from fastcore_train.launch import check_output_choice, WorkerGroup, free_port, spawn_workers
 from fastcore_train.drivers.model_calls import data_parallel_call
-from fastcore_train.launch import stop_job_after_failure
-from fastcore_train.parallel.environment import TORCHRUN
 
 
 def _end_process_group() -> None:
@@ -49,20 +46,16 @@ class _MethodDispatch(torch.nn.Module):
 
 
 class TorchDDPDriver(TorchSingleDriver):
-    """One rank of a DDP job. ``world`` says which; ``launch_devices`` (rank 0 of a
-    self-launched job only) are the devices of all ranks, for starting the others."""
+    """One rank of a DDP job; ``world`` says which. A self-launched job's other ranks are started
+    by the driver's launcher before :meth:`setup` (see :mod:`fastcore_train.parallel.launcher`)."""
 
     def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
-                 torch_kwargs: Optional[dict[str, Any]] = None, launch: bool = False,
-                 output_from_new_proc: str = "only_error", **kwargs: Any) -> None:
+                 torch_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         torch_kwargs = dict(torch_kwargs or {})
         self._ddp_kwargs = torch_kwargs.pop("ddp_kwargs", {})
         self._backend = torch_kwargs.pop("backend", None)
         super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
         self.world = world
-        self._launch = launch
-        self._output_from_new_proc = check_output_choice(output_from_new_proc)
-        self.workers: Optional[WorkerGroup] = None
         self._user_ddp = isinstance(model, DistributedDataParallel)
         self._user_module = model.module if self._user_ddp else model
 
@@ -87,8 +80,6 @@ class TorchDDPDriver(TorchSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        if self._launch:
-            self._start_other_ranks()
         if self._device.type == "cpu":
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -108,13 +99,6 @@ class TorchDDPDriver(TorchSingleDriver):
         """Wrap the method-dispatching module for data parallel; subclasses (FairScale, FSDP) override."""
         device_ids = [self._device.index] if self._device.type == "cuda" else None
         return DistributedDataParallel(dispatch, device_ids=device_ids, **self._ddp_kwargs)
-
-    def _start_other_ranks(self) -> None:
-        port = free_port()
-        os.environ.update(TORCHRUN.variables_for(0, self.world_size, "127.0.0.1", port))
-        self.workers = spawn_workers(
-            self.world_size, lambda rank: TORCHRUN.variables_for(rank, self.world_size, "127.0.0.1", port),
-            self._output_from_new_proc)
 
     # ------------------------------------------------------------------ forward
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
@@ -138,7 +122,3 @@ class TorchDDPDriver(TorchSingleDriver):
         gathered: list[Any] = [None] * self.world_size
         dist.all_gather_object(gathered, obj)
         return gathered
-
-    def on_exception(self, exception: BaseException) -> None:
-        """Make sure no rank waits forever for this one in a collective."""
-        stop_job_after_failure(self.rank, exception, self.workers)

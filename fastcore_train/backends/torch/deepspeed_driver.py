@@ -42,6 +42,7 @@ from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
 from fastcore_train.backends.torch.precision import DeepSpeedPrecision
 from fastcore_train.backends.torch.world import World, world_from_environment
 from fastcore_train.launch import free_port
+from fastcore_train.parallel.environment import TORCHRUN
 
 # deepspeed itself (seconds to import) is imported where it is used, after a self-launching rank 0
 # has started the other ranks, so that their start-up overlaps; its absence is reported at once.
@@ -135,9 +136,8 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         if self.world_size == 1 and not dist.is_initialized() and world_from_environment() is None:
             # One process, no launcher: give torch.distributed (and DeepSpeed, which otherwise looks
             # for MPI) the rendezvous facts of a world of one.
-            os.environ.update({"RANK": "0", "LOCAL_RANK": "0", "WORLD_SIZE": "1", "LOCAL_WORLD_SIZE": "1",
-                               "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())})
-        super().setup()  # launches the other ranks, joins the process group, calls wrap_model
+            os.environ.update(TORCHRUN.variables_for(0, 1, "127.0.0.1", free_port()))
+        super().setup()  # joins the process group, calls wrap_model
 
     def wrap_model(self, dispatch: torch.nn.Module) -> Any:
         """Build the DeepSpeed engine around the dispatching module and the user's optimizer."""
@@ -276,7 +276,9 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     """``driver="deepspeed"``: the ranks come from a launcher's environment (torchrun), a process
     group the user initialised, or a device list (this process starts the other ranks); a single
     device trains in one process (a DeepSpeed world of one)."""
-    from fastcore_train.backends.torch import place_ranks
+    from fastcore_train.backends.torch import place_ranks, with_launcher
 
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = place_ranks(device)
-    return TorchDeepSpeedDriver(model, placement.device, placement.facts, fp16=fp16, launch=placement.launch, **kwargs)
+    driver = TorchDeepSpeedDriver(model, placement.device, placement.facts, fp16=fp16, **kwargs)
+    return with_launcher(driver, placement, output_from_new_proc)

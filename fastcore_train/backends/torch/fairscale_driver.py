@@ -242,8 +242,10 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     fairscale_kwargs = kwargs.pop("fairscale_kwargs", None)
     for other in ("deepspeed_kwargs", "torch_fsdp_kwargs"):
         kwargs.pop(other, None)
-    from fastcore_train.backends.torch import data_parallel_placement
+    from fastcore_train.backends.torch import data_parallel_placement, with_launcher
 
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = data_parallel_placement("fairscale", model, device)
-    return FairScaleDriver(model, placement.device, placement.facts, fp16=fp16, fairscale_kwargs=fairscale_kwargs,
-                           launch=placement.launch, **kwargs)
+    driver = FairScaleDriver(model, placement.device, placement.facts, fp16=fp16, fairscale_kwargs=fairscale_kwargs,
+                             **kwargs)
+    return with_launcher(driver, placement, output_from_new_proc)

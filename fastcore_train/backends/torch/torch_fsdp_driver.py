@@ -222,8 +222,10 @@ def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = Fals
     torch_fsdp_kwargs = kwargs.pop("torch_fsdp_kwargs", None)
     for other in ("deepspeed_kwargs", "fairscale_kwargs"):
         kwargs.pop(other, None)
-    from fastcore_train.backends.torch import data_parallel_placement
+    from fastcore_train.backends.torch import data_parallel_placement, with_launcher
 
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = data_parallel_placement("torch_fsdp", model, device)
-    return TorchFSDPDriver(model, placement.device, placement.facts, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
-                           launch=placement.launch, **kwargs)
+    driver = TorchFSDPDriver(model, placement.device, placement.facts, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
+                             **kwargs)
+    return with_launcher(driver, placement, output_from_new_proc)

@@ -1,0 +1,154 @@
+"""Launchers: how the ranks of a data-parallel job start, chosen before any driver sets up.
+
+One object per way of starting ranks, shared by every backend:
+
+- :class:`AlreadyLaunched`: a launcher (torchrun, paddle's, mpirun, oneflow's) or the user
+  started every rank, or there is one process; nothing to start.
+- :class:`SpawnWorkers`: this process is rank 0 and re-runs its own command line once per other
+  rank, each with the rank's launcher variables (torch, paddle).
+- :class:`SpawnAllRanks`: every rank, rank 0 included, runs in a new process and this one only
+  supervises them (frameworks that fix a process's rank at import, such as oneflow); never returns.
+- :class:`MpirunReexec`: this process replaces itself with ``mpirun -np N`` running the same
+  command line (MPI frameworks such as jittor); never returns.
+
+``launch()`` is called once, by :meth:`fastcore_train.drivers.Driver.ensure_setup`, before the
+driver joins a process group; ``stop_after_failure`` makes sure no rank waits forever for one
+that raised.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+from abc import ABC, abstractmethod
+from typing import NoReturn, Optional, Sequence
+
+from fastcore_train.launch import (WorkerGroup, check_output_choice, command_line, spawn_workers,
+                                   stop_job_after_failure)
+from fastcore_train.log import logger
+from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
+from fastcore_train.parallel.placement import Placement
+
+MPI_INSTALL_HINT = ("install an MPI implementation first, e.g. on Debian/Ubuntu: apt-get install -y openmpi-bin "
+                    "libopenmpi-dev (jittor then compiles its MPI operators on first use)")
+
+
+class Launcher(ABC):
+    """How this job's ranks start; see the module docstring."""
+
+    #: The processes this launcher started and watches (rank 0 of a self-launched job only).
+    workers: Optional[WorkerGroup] = None
+
+    @abstractmethod
+    def launch(self) -> None:
+        """Start the other ranks, if this process must; called once before the driver's set-up."""
+
+    def stop_after_failure(self, rank: int, exception: BaseException) -> None:
+        """Stop every rank after ``exception`` on ``rank``, so none waits in a collective forever."""
+        stop_job_after_failure(rank, exception, self.workers)
+
+
+class AlreadyLaunched(Launcher):
+    """Every rank is already running (or there is only this one)."""
+
+    def launch(self) -> None:
+        pass
+
+
+class SpawnWorkers(Launcher):
+    """Rank 0 (this process) starts ranks 1..N-1 running its own command line.
+
+    ``rank_variables[r]`` are the launcher variables rank ``r`` reads (the backend's launcher's,
+    e.g. torchrun's); rank 0 takes its own into ``os.environ``.
+    """
+
+    def __init__(self, rank_variables: Sequence[dict[str, str]], output_from_new_proc: str = "only_error") -> None:
+        self.rank_variables = list(rank_variables)
+        self.output_from_new_proc = check_output_choice(output_from_new_proc)
+
+    def launch(self) -> None:
+        os.environ.update(self.rank_variables[0])
+        self.workers = spawn_workers(len(self.rank_variables), lambda rank: self.rank_variables[rank],
+                                     self.output_from_new_proc)
+
+
+class SpawnAllRanks(SpawnWorkers):
+    """Every rank runs in a new process; this one waits for them and exits with their status."""
+
+    def launch(self) -> NoReturn:
+        world_size = len(self.rank_variables)
+        logger.info("Starting %d ranks in new processes (this framework fixes a process's rank when it is "
+                    "imported); this process only waits for them.", world_size)
+        groups = [spawn_workers(1, lambda rank: self.rank_variables[rank], "all", first_rank=0)]
+        if world_size > 1:
+            groups.append(spawn_workers(world_size, lambda rank: self.rank_variables[rank], self.output_from_new_proc))
+        try:
+            for group in groups:
+                for process in group.processes:
+                    process.wait()
+        except KeyboardInterrupt:
+            for group in groups:
+                group.terminate()
+            sys.stdout.flush()
+            os._exit(130)
+        failed = any(process.returncode != 0 for group in groups for process in group.processes)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(1 if failed else 0)
+
+
+class MpirunReexec(Launcher):
+    """Replace this process with ``mpirun -np world_size`` running the same command line.
+
+    The process id, the terminal's Ctrl-C and the exit code stay those of the command the user
+    ran; mpirun ends the whole job when a rank fails.
+    """
+
+    def __init__(self, world_size: int) -> None:
+        self.world_size = world_size
+
+    def command(self) -> list[str]:
+        """``mpirun -np N`` and this process's command line; a clear error when mpirun is missing."""
+        mpirun = shutil.which("mpirun")
+        if mpirun is None:
+            raise RuntimeError(f"device lists {self.world_size} devices, run as {self.world_size} MPI ranks, but "
+                               f"'mpirun' was not found on PATH: {MPI_INSTALL_HINT}; or pass one device.")
+        return [mpirun, "-np", str(self.world_size), *command_line()]
+
+    def environment(self) -> dict[str, str]:
+        """This environment plus what Open MPI needs to run ranks as root and beyond the core
+        count, and a share of the cores per rank for OpenMP."""
+        env = dict(os.environ)
+        env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.world_size)))
+        env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        env[LAUNCHED_RANK_ENV] = "mpi"
+        return env
+
+    def launch(self) -> NoReturn:
+        command = self.command()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.execvpe(command[0], command, self.environment())
+
+
+#: How a backend starts the ranks of a job it launches itself.
+SELF_LAUNCH_STYLES = ("spawn", "spawn-all", "mpirun")
+
+
+def choose_launcher(placement: Placement, style: str, rank_variables: Optional[Sequence[dict[str, str]]] = None,
+                    output_from_new_proc: str = "only_error") -> Launcher:
+    """The launcher for ``placement``: nothing to start unless this process must start the job,
+    then the backend's ``style`` (see :data:`SELF_LAUNCH_STYLES`) with each rank's variables."""
+    check_output_choice(output_from_new_proc)
+    if not placement.launch:
+        return AlreadyLaunched()
+    if style == "mpirun":
+        return MpirunReexec(placement.facts.world_size)
+    if style not in SELF_LAUNCH_STYLES or rank_variables is None:
+        raise ValueError(f"A self-launch needs a style among {SELF_LAUNCH_STYLES} (and each rank's variables for "
+                         f"the spawning ones), got {style!r}.")
+    launcher_class = SpawnAllRanks if style == "spawn-all" else SpawnWorkers
+    return launcher_class(rank_variables, output_from_new_proc)

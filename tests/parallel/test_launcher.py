@@ -1,0 +1,48 @@
+"""Choosing how a job's ranks start (the launchers themselves run in tests/distributed, self-launched)."""
+from __future__ import annotations
+
+import pytest
+
+from fastcore_train.parallel.environment import SINGLE_PROCESS, RankFacts
+from fastcore_train.parallel.launcher import (AlreadyLaunched, MpirunReexec, SpawnAllRanks, SpawnWorkers,
+                                              choose_launcher)
+from fastcore_train.parallel.placement import Placement
+
+SELF_LAUNCH = Placement(RankFacts(0, 0, 2, launcher="self-launched"), "cpu", launch=True, devices=["cpu", "cpu"])
+VARIABLES = [{"RANK": "0"}, {"RANK": "1"}]
+
+
+@pytest.mark.parametrize("placement", [Placement(SINGLE_PROCESS, "cpu"),
+                                       Placement(RankFacts(1, 1, 2, launcher="torchrun"), "cpu")])
+def test_nothing_to_start_unless_this_process_launches(placement):
+    for style in ("spawn", "spawn-all", "mpirun"):
+        assert type(choose_launcher(placement, style, None)) is AlreadyLaunched
+
+
+def test_each_style_gets_its_launcher():
+    assert type(choose_launcher(SELF_LAUNCH, "spawn", VARIABLES)) is SpawnWorkers
+    assert type(choose_launcher(SELF_LAUNCH, "spawn-all", VARIABLES)) is SpawnAllRanks
+    mpirun = choose_launcher(SELF_LAUNCH, "mpirun")
+    assert type(mpirun) is MpirunReexec and mpirun.world_size == 2
+
+
+def test_bad_choices_are_clear_errors():
+    with pytest.raises(ValueError, match="needs a style among"):
+        choose_launcher(SELF_LAUNCH, "telepathy", VARIABLES)
+    with pytest.raises(ValueError, match="each rank's variables"):
+        choose_launcher(SELF_LAUNCH, "spawn", None)
+    with pytest.raises(ValueError, match="output_from_new_proc must be one of"):
+        choose_launcher(SELF_LAUNCH, "spawn", VARIABLES, output_from_new_proc="")
+
+
+def test_mpirun_missing_says_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    with pytest.raises(RuntimeError, match="'mpirun' was not found on PATH: install an MPI implementation"):
+        MpirunReexec(2).command()
+
+
+def test_mpirun_environment_runs_as_root_and_shares_the_cores(monkeypatch):
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    env = MpirunReexec(2).environment()
+    assert env["FASTCORE_TRAIN_LAUNCHED_RANK"] == "mpi" and int(env["OMP_NUM_THREADS"]) >= 1
+    assert env["OMPI_MCA_rmaps_base_oversubscribe"] == "1"
