@@ -2,7 +2,8 @@
 
 A checkpoint is a folder::
 
-    meta.json            format version, backend, driver, world size, package version
+    meta.json            format version, backend, driver, world size, package version, and the
+                         sha256 of every other file of the checkpoint (checked when it is loaded)
     model<suffix>        the model, written by the driver (or by a user's model_save_fn)
     training_state<suffix>  optimizers and grad scaler, written by the driver
     trainer_state.json   trainer counters, sampler state, event-filter counters, RNG states
@@ -12,10 +13,15 @@ The folder is written under a temporary name and renamed into place, so a proces
 mid-write leaves the previous checkpoint complete and loadable. Only a folder that is itself a
 checkpoint (it has our ``meta.json``) or an empty folder is ever replaced: anything else at the
 target is the user's, and saving there is an error that leaves it untouched.
+
+``meta.json`` is written last, once every file is in the temporary folder, with the sha256 of
+each of them (folders, such as oneflow's model folder, file by file); loading checks them first,
+so a file changed or damaged after saving is an error naming it, not weights loaded silently.
 """
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import pickle
@@ -23,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.log import logger
 from fastcore_train.utils.atomic import atomic_path, blocking_file, recover_folder
 from fastcore_train.version import __version__
 
@@ -40,6 +47,10 @@ class CheckpointError(ValueError):
 
 class CheckpointTargetError(CheckpointError):
     """A place a checkpoint must not be written to (it holds something that is not ours)."""
+
+
+class CheckpointChecksumError(CheckpointError):
+    """A checkpoint file whose content is not what was saved (changed or damaged since)."""
 
 
 def is_checkpoint_folder(folder: Path) -> bool:
@@ -105,12 +116,14 @@ def write_json(path: Path, data: Any) -> None:
 
 @contextlib.contextmanager
 def staged_path(target: Path, driver: Driver, make_dir: bool,
-                check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
+                check_target: Optional[Callable[[Path], None]] = None,
+                finish: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
     """A temporary path that replaces ``target`` atomically on success.
 
     Entered by rank 0 alone, or, for a driver whose saving is collective, by every rank: rank 0
     picks the path and shares it, and renames it into place only after every rank has written.
-    ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0.
+    ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0;
+    ``finish(staging)`` runs on rank 0 once every rank has written, just before the rename.
     """
     collective = driver.collective_save and driver.is_distributed()
     is_zero = driver.is_global_zero()
@@ -123,6 +136,8 @@ def staged_path(target: Path, driver: Driver, make_dir: bool,
         yield staging
         if collective:
             driver.barrier()  # everyone has written before rank 0 renames
+        if is_zero and finish is not None:
+            finish(staging)
 
 
 def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True, **kwargs: Any) -> Path:
@@ -147,14 +162,18 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     """
     folder = Path(folder)
     is_zero = driver.is_global_zero()
-    with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target) as staging:
-        if is_zero:
-            write_json(staging / META_FILE, {
-                "format_version": FORMAT_VERSION, "backend": driver.backend,
-                "driver": type(driver).__name__, "world_size": driver.world_size,
-                "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
-                "fastcore_train_version": __version__,
-            })
+    meta = {
+        "format_version": FORMAT_VERSION, "backend": driver.backend,
+        "driver": type(driver).__name__, "world_size": driver.world_size,
+        "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
+        "fastcore_train_version": __version__,
+    }
+
+    def write_meta(staging: Path) -> None:  # last, when every rank's files are in place
+        write_json(staging / META_FILE, dict(meta, checksums=file_checksums(staging)))
+
+    with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target,
+                     finish=write_meta) as staging:
         if model_save_fn is not None:
             if is_zero:
                 model_save_fn(staging)
@@ -172,8 +191,50 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     return folder
 
 
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def file_checksums(folder: Path) -> dict[str, str]:
+    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``."""
+    return {path.relative_to(folder).as_posix(): _sha256(path)
+            for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE}
+
+
+def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
+    """Raise :class:`CheckpointChecksumError` naming the first file of ``folder`` whose content
+    differs from the sha256 recorded in ``meta``, and :class:`CheckpointError` for a listed file
+    gone from a folder that is still there (a whole missing entry is left to the loader, which
+    names what it misses). Files added later are not checked. A checkpoint written before
+    checksums existed is loaded unchecked (said once, at INFO)."""
+    checksums = meta.get("checksums")
+    if checksums is None:
+        logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
+                    "loaded without checking them.", str(folder))
+        return
+    for name, expected in checksums.items():
+        path = folder / name
+        if not path.is_file():
+            if not (folder / Path(name).parts[0]).exists():
+                continue  # a whole entry is gone: the loader names it if it needs it (require_file)
+            raise CheckpointError(f"The checkpoint misses its file {str(path)!r}, listed in its {META_FILE}; "
+                                  "it is damaged or incomplete. Resume from another checkpoint.")
+        if _sha256(path) != expected:
+            raise CheckpointChecksumError(
+                f"Checkpoint file {str(path)!r} is not the file that was saved: its sha256 differs from the "
+                f"one recorded in {META_FILE}, so it was changed or damaged after saving (a copy cut short, "
+                "a disk error, an edit). It was not loaded; resume from another checkpoint, e.g. an "
+                "earlier one.")
+
+
 def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
-    """Check that ``folder`` is a checkpoint this driver can load and return its metadata."""
+    """Check that ``folder`` is a checkpoint this driver can load and return its metadata.
+
+    Every file's checksum is verified too (see :func:`verify_checksums`)."""
     folder = recover_folder(folder)
     if not folder.is_dir():
         raise FileNotFoundError(
@@ -200,6 +261,7 @@ def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
             f"Checkpoint {str(folder)!r} was written by the {meta.get('backend')!r} backend; this "
             f"trainer uses {driver.backend!r}. Load it with a {meta.get('backend')} model and driver."
         )
+    verify_checksums(folder, meta)
     meta["folder"] = str(folder)
     return meta
 

@@ -1,7 +1,8 @@
 """The demo: train a small MLP on the shipped digits data with any backend, then report accuracy.
 
 The demo itself is framework-neutral; each backend's ``build_demo`` supplies the model, the
-dataloaders and the optimizer in its own framework.
+dataloaders and the optimizer in its own framework, from the shared parts in
+:mod:`fastcore_train.demo_task`.
 """
 from __future__ import annotations
 
@@ -77,6 +78,7 @@ def trend_line(curves: Any) -> str:
 
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
+    """The demo's command-line options, added to ``parser``."""
     parser.add_argument("--driver", default="torch", choices=available_driver_names(),
                         help="backend driver to train with (default: torch)")
     parser.add_argument("--device", default="cpu", type=parse_device,
@@ -92,6 +94,7 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def main_demo(args: argparse.Namespace) -> int:
+    """Run the demo with parsed command-line options; the exit status."""
     progress = None if args.progress_bar == "none" else args.progress_bar
     run_demo(driver=args.driver, device=args.device, n_epochs=args.epochs, batch_size=args.batch_size,
              lr=args.lr, seed=args.seed, output=args.output, progress_bar=progress)

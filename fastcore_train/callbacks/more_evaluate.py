@@ -52,6 +52,8 @@ class MoreEvaluateCallback(Callback):
         self.metrics = metrics
         self.evaluate_every = evaluate_every
         self.watch = MonitorTracker(watch_monitor, watch_monitor_larger_better) if watch_monitor is not None else None
+        if self.watch is not None:
+            self.watch.owner = "MoreEvaluateCallback(watch_monitor=...)"
         self.evaluate_fn = evaluate_fn
         self.num_eval_sanity_batch = num_eval_sanity_batch
         self.evaluator_kwargs = evaluator_kwargs
@@ -74,6 +76,7 @@ class MoreEvaluateCallback(Callback):
         self._reports = driver.is_global_zero()
         if self.saver is not None:
             self.saver.on_after_trainer_initialized(trainer, driver)
+            self.saver.tracker.owner = "MoreEvaluateCallback(topk_monitor=...)"
 
     def on_sanity_check_end(self, trainer: Any, sanity_check_res: dict) -> None:
         if self.num_eval_sanity_batch:

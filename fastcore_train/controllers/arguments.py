@@ -5,7 +5,8 @@ at once with what is accepted, instead of surfacing as an obscure failure deep i
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from collections.abc import Iterator
+from typing import Any, Optional, Sequence
 
 #: The extra keywords the Trainer reads from ``**kwargs`` (the driver's own ones aside).
 TRAINER_OPTIONS = frozenset({
@@ -50,6 +51,39 @@ def check_trainer_arguments(train_dataloader: Any, n_epochs: Any, evaluate_datal
         raise ValueError("batch_step_fn must be callable(trainer, batch).")
     if monitor is not None and not (isinstance(monitor, str) or callable(monitor)):
         raise ValueError(f"monitor must be a result name (str) or callable(results) -> float, got {monitor!r}.")
+
+
+def check_train_dataloader(dataloader: Any, num_batches: Optional[int], n_epochs: int, n_batches: int) -> None:
+    """Raise ValueError for a training dataloader that would train nothing (in some epochs).
+
+    ``num_batches`` is its length (None when unsized). A one-shot iterator (a generator, or any
+    object that is its own iterator) is used up by the first epoch, so it is refused when more
+    epochs are asked for, unless ``n_batches`` bounds the run instead.
+    """
+    if num_batches == 0:
+        raise ValueError(
+            f"train_dataloader has no batch (len() is 0, a {type(dataloader).__name__}): training would "
+            "do nothing. Check that its dataset is not empty, and that batch_size is not larger than "
+            "the dataset when drop_last=True (which then drops the only, incomplete batch).")
+    if isinstance(dataloader, Iterator) and n_epochs > 1 and n_batches <= 0:
+        raise ValueError(
+            f"train_dataloader is a one-shot iterator ({type(dataloader).__name__}, e.g. a generator): it "
+            f"is used up by the first epoch, so epochs 2 to {n_epochs} would train nothing. Pass a "
+            "dataloader that can be iterated again each epoch (a framework DataLoader, a list of "
+            "batches, or an object whose __iter__ starts a new pass), or n_epochs=1, or n_batches=N "
+            "to stop after N batches.")
+
+
+def empty_epoch_message(epoch: int, batches_before: int) -> str:
+    """What to say when the training dataloader yields no batch in (1-based) ``epoch``."""
+    if batches_before:
+        return (f"train_dataloader yielded no batch in epoch {epoch}, after {batches_before} batch(es) in "
+                "the epochs before: it is a one-shot iterable, used up by its first pass, so the "
+                "remaining epochs would train nothing. Pass a dataloader whose __iter__ starts a new "
+                "pass each time (a framework DataLoader, a list of batches), or n_epochs=1.")
+    return (f"train_dataloader yielded no batch in epoch {epoch}: it is empty, so training would do "
+            "nothing. Check that its dataset is not empty (and, for an iterable dataset, that it yields "
+            "samples on this rank).")
 
 
 def check_run_arguments(num_train_batch_per_epoch: Any, num_eval_batch_per_dl: Any,

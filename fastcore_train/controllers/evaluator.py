@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Union
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
 from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.drivers.choose import choose_driver
-from fastcore_train.log import set_rank
+from fastcore_train.log import logger, set_rank
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.metrics.metric import Metric
 from fastcore_train.samplers.adapt import make_unrepeated_dataloader
@@ -55,6 +55,22 @@ def _normalize_metrics(metrics: Any) -> dict[str, Any]:
                 "get_metric() (subclass fastcore_train.Metric)."
             )
     return dict(metrics)
+
+
+class EvaluateResults(dict):
+    """The flat results of one evaluation (a plain ``dict`` to read), plus ``no_data``.
+
+    ``no_data`` names the dataloaders that gave no batch: they have no entry at all (not 0.0),
+    so a monitor that would have read one of them finds no value for this evaluation.
+    """
+
+    def __init__(self, *args: Any, no_data: tuple[Optional[str], ...] = (), **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.no_data = tuple(no_data)
+
+
+def _dataloader_label(name: Optional[str]) -> str:
+    return "The evaluate dataloader" if name is None else f"Evaluate dataloader {name!r}"
 
 
 def result_key(indicator: str, metric_name: str, dataloader_name: Optional[str]) -> str:
@@ -115,16 +131,22 @@ class Evaluator:
 
     # ------------------------------------------------------------------ whole run
     def run(self, num_eval_batch_per_dl: int = -1) -> dict[str, Any]:
-        """Evaluate every dataloader (at most ``num_eval_batch_per_dl`` batches each, -1 for all)."""
+        """Evaluate every dataloader (at most ``num_eval_batch_per_dl`` batches each, -1 for all).
+
+        Returns :class:`EvaluateResults`; a dataloader that gave no batch (on every rank) has no
+        entry in them, is named in their ``no_data`` and in a warning, and is not reported as 0.
+        """
         if not isinstance(num_eval_batch_per_dl, int) or num_eval_batch_per_dl == 0 or num_eval_batch_per_dl < -1:
             raise ValueError(f"num_eval_batch_per_dl must be -1 (all) or a positive int, got {num_eval_batch_per_dl!r}.")
         driver = self.driver
         if self.model_use_eval_mode:
             driver.set_model_mode("eval")
-        results: dict[str, Any] = {}
+        results = EvaluateResults()
+        no_data: list[Optional[str]] = []
         for name, dataloader in self.dataloaders.items():
             self.current_dataloader_name = name
             self.reset()
+            evaluated = 0
             with driver.evaluate_context():
                 for index, batch in enumerate(dataloader):
                     if index == num_eval_batch_per_dl:
@@ -133,7 +155,19 @@ class Evaluator:
                     if driver.needs_data_move:
                         batch = driver.move_data_to_device(batch)
                     self.evaluate_batch_step_fn(self, batch)
+                    evaluated += 1
+            if self._split[name]:  # each rank saw a share: the dataloader is empty only if every share is
+                evaluated = sum(driver.all_gather_object(evaluated))
+            if evaluated == 0:
+                no_data.append(name)
+                logger.warning(
+                    "%s gave no batch: it has no results in this evaluation (its metrics are left out, not "
+                    "reported as 0), and monitors reading them see no value. Check that its dataset is not "
+                    "empty; a generator or other one-shot iterable is used up after one pass.",
+                    _dataloader_label(name))
+                continue
             results.update(self.get_metric(name, aggregate=self._split[name]))
+        results.no_data = tuple(no_data)
         self.current_dataloader_name = None
         self.reset()
         if self.verbose and driver.is_global_zero():

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Optional
 
+from fastcore_train.controllers.arguments import empty_epoch_message
 from fastcore_train.controllers.evaluator import Evaluator
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
@@ -39,6 +40,17 @@ class TrainLoopMixin:
 
     def _reached_n_batches(self) -> bool:
         return 0 < self.state.n_batches <= self.state.global_forward_batches
+
+    def _nothing_left_to_train(self) -> bool:
+        """True when the state (e.g. restored from a checkpoint) is already at the end of the run."""
+        state = self.state
+        if state.cur_epoch_idx >= state.n_epochs or self._reached_n_batches():
+            return True
+        per_epoch = state.num_batches_per_epoch
+        if per_epoch is not None and self._batch_cap is not None:
+            per_epoch = min(per_epoch, self._batch_cap)
+        return state.cur_epoch_idx == state.n_epochs - 1 and per_epoch is not None \
+            and state.batch_idx_in_epoch >= per_epoch
 
     def _train_epoch(self) -> None:
         """One pass over the training dataloader; the per-batch hot path lives here."""
@@ -94,6 +106,8 @@ class TrainLoopMixin:
             if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches \
                     or self._stop_requested:
                 break
+        if state.batch_idx_in_epoch == 0:  # the dataloader gave nothing this epoch (sized ones are checked earlier)
+            raise ValueError(empty_epoch_message(state.cur_epoch_idx + 1, state.global_forward_batches))
 
     def _start_epoch_iterator(self) -> tuple[Any, int]:
         """The epoch's batch iterator (resuming where a checkpoint stopped) and its batch count.

@@ -21,7 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
-from fastcore_train.controllers.arguments import TRAINER_OPTIONS, check_run_arguments, check_trainer_arguments
+from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_run_arguments, check_train_dataloader,
+                                                  check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.batch_step import BatchStepMixin
 from fastcore_train.controllers.evaluator import Evaluator
@@ -40,6 +41,7 @@ from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import make_reproducible_dataloader
+from fastcore_train.utils.parameters import optimizers_miss_the_model
 
 BatchStepFn = Callable[["Trainer", Any], None]
 
@@ -95,6 +97,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
 
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
+        listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
+        problem = optimizers_miss_the_model(model, listed)  # before set-up: the user's own objects
+        if problem is not None:
+            raise ValueError(problem)
         self.driver.ensure_setup()
         log.set_rank(self.driver.rank, self.driver.world_size)
         if options.get("log_file") is not None:
@@ -115,6 +121,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self.batch_step_fn: BatchStepFn = batch_step_fn or default_batch_step
 
         num_batches = self.driver.dataloader_length(self.dataloader)
+        check_train_dataloader(self.dataloader, num_batches, n_epochs, n_batches)
         if n_batches > 0 and num_batches:
             n_epochs = math.ceil(n_batches / num_batches)
         self.state = TrainerState(n_epochs=n_epochs, num_batches_per_epoch=num_batches, n_batches=n_batches)
@@ -209,6 +216,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
+            if self._nothing_left_to_train():
+                self._warn_nothing_left(resume_from)
             if self.evaluator is not None and num_eval_sanity_batch > 0:
                 self._fire("on_sanity_check_begin")
                 with self._rng_preserved():
@@ -243,6 +252,17 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self._fire("on_exception", error)
             self.driver.on_exception(error)
             raise
+
+    def _warn_nothing_left(self, resume_from: Optional[Union[str, Path]]) -> None:
+        state = self.state
+        source = f" (restored from {str(resume_from)!r})" if resume_from is not None else ""
+        limit = f"n_batches={state.n_batches}" if self._reached_n_batches() else f"n_epochs={state.n_epochs}"
+        more = "n_batches" if self._reached_n_batches() else "n_epochs"
+        logger.warning(
+            "Nothing is left to train: %d epoch(s) and %d batch(es) in all are done%s, which already reaches "
+            "%s; run() trains no batch. To train more, build the Trainer with a larger %s (it counts from the "
+            "start of training, not from the checkpoint).",
+            state.cur_epoch_idx, state.global_forward_batches, source, limit, more)
 
     def stop_training(self) -> None:
         """Ask the loop to stop after the current batch (e.g. early stopping); every rank must ask."""

@@ -11,7 +11,8 @@ import numpy as np
 
 from fastcore_train.utils.arrays import to_numpy
 
-__all__ = ["predicted_ids", "length_mask", "sequence_lengths", "position_mask", "as_class_ids"]
+__all__ = ["predicted_ids", "scored_classes", "check_class_ids", "length_mask", "sequence_lengths",
+           "position_mask", "as_class_ids"]
 
 
 def predicted_ids(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
@@ -30,6 +31,41 @@ def predicted_ids(pred: np.ndarray, target: np.ndarray) -> np.ndarray:
         f"pred of shape {pred.shape} does not fit target of shape {target.shape}: pred must be "
         f"class ids of shape {target.shape} or scores of shape {target.shape + ('n_classes',)}."
     )
+
+
+def scored_classes(pred: np.ndarray, target: np.ndarray) -> Optional[int]:
+    """How many classes ``pred`` scores when it holds scores (one more axis than ``target``), else None."""
+    return int(pred.shape[-1]) if pred.ndim == target.ndim + 1 else None
+
+
+def _shown(value: Any) -> Any:
+    return int(value) if float(value).is_integer() else value
+
+
+def check_class_ids(ids: np.ndarray, what: str, n_classes: Optional[int] = None, classes: str = "") -> None:
+    """Raise a ValueError naming the first bad id when ``ids`` (the counted positions only) hold a
+    negative class id, or one ``>= n_classes`` (``classes`` says whose classes, for the message).
+
+    A label outside the classes can never be predicted right; counting it would silently lower
+    the score, so it is an error here, as an unknown label is in fastNLP.
+    """
+    if ids.size == 0 or not (np.issubdtype(ids.dtype, np.number) or ids.dtype == np.bool_):
+        return
+    flat = np.ravel(ids)
+    negative = flat < 0
+    if negative.any():
+        bad = _shown(flat[negative][0])
+        raise ValueError(
+            f"{what} holds class id {bad}; class ids must be non-negative. If {bad} marks padding or "
+            "ignored positions, leave them out (seq_len masks the padding of [batch, length] inputs).")
+    if n_classes is not None:
+        outside = flat >= n_classes
+        if outside.any():
+            bad = _shown(flat[outside][0])
+            raise ValueError(
+                f"{what} holds class id {bad}, out of range for {classes or f'{n_classes} classes'} "
+                f"(ids 0 to {n_classes - 1}): it can never be predicted right. Check the labels of the "
+                "data against the model's classes (or the metric's tag_vocab).")
 
 
 def sequence_lengths(seq_len: Any, batch_size: int, max_len: int) -> np.ndarray:

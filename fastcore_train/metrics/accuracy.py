@@ -5,7 +5,7 @@ from typing import Any, Optional
 
 import numpy as np
 
-from fastcore_train.metrics._inputs import position_mask, predicted_ids
+from fastcore_train.metrics._inputs import check_class_ids, position_mask, predicted_ids, scored_classes
 from fastcore_train.metrics.metric import Metric
 
 __all__ = ["Accuracy"]
@@ -27,14 +27,19 @@ class Accuracy(Metric):
 
         :param pred: class ids shaped like ``target`` (``[B]``, ``[B, L]``, ...) or scores with
             one extra trailing class dimension (argmax is taken over it).
-        :param target: gold class ids.
+        :param target: gold class ids; a negative id, or one beyond the classes ``pred`` scores, at
+            a counted position is an error (it could never be predicted right).
         :param seq_len: ``[B]`` lengths; when ``target`` is at least ``[B, L]``, positions
             ``>= seq_len[i]`` are padding and are not counted. Ignored for ``[B]`` targets.
         """
         target = self.to_numpy(target)
-        pred = predicted_ids(self.to_numpy(pred), target)
+        scores = self.to_numpy(pred)
+        pred = predicted_ids(scores, target)
         hits = pred == target
         mask = position_mask(seq_len, target.shape)
+        n_classes = scored_classes(scores, target)
+        check_class_ids(target if mask is None else target[mask], "target", n_classes,
+                        f"the {n_classes} classes pred scores")
         if mask is None:
             self.correct += int(np.count_nonzero(hits))
             self.total += int(hits.size)

@@ -15,7 +15,8 @@ from typing import Any, Iterable, List, Optional, Set
 import numpy as np
 
 from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
-from fastcore_train.metrics._inputs import as_class_ids, position_mask, predicted_ids
+from fastcore_train.metrics._inputs import (as_class_ids, check_class_ids, position_mask, predicted_ids,
+                                            scored_classes)
 from fastcore_train.metrics._tag_vocab import TagVocab, read_tag_vocab
 from fastcore_train.metrics.metric import Metric
 
@@ -65,13 +66,15 @@ class ClassifyFPreRecMetric(Metric):
         :param seq_len: ``[B]`` lengths masking the padding of ``[B, L]`` targets.
         """
         target = self.to_numpy(target)
-        pred = predicted_ids(self.to_numpy(pred), target)
+        scores = self.to_numpy(pred)
+        pred = predicted_ids(scores, target)
+        scored = scored_classes(scores, target)
         mask = position_mask(seq_len, target.shape)
         if mask is not None:
             pred, target = pred[mask], target[mask]
         pred = as_class_ids(np.ravel(pred), "pred")
         target = as_class_ids(np.ravel(target), "target")
-        n_classes = self._fit_counts(pred, target)
+        n_classes = self._fit_counts(pred, target, scored)
 
         hit = pred == target
         counts = {
@@ -93,21 +96,25 @@ class ClassifyFPreRecMetric(Metric):
             only_gross=self.only_gross, excluded=self._ignored_ids,
         )
 
-    def _fit_counts(self, pred: np.ndarray, target: np.ndarray) -> int:
-        """Check the ids and grow the count arrays to hold them; returns the number of slots."""
+    def _fit_counts(self, pred: np.ndarray, target: np.ndarray, scored: Optional[int] = None) -> int:
+        """Check the ids and grow the count arrays to hold them; returns the number of slots.
+
+        ``scored`` is how many classes ``pred`` scored (None when it gave ids): a target beyond
+        them, or beyond the tag_vocab, is an error naming it, not a silent miss.
+        """
         size = len(self.tp)
         if pred.size == 0 and target.size == 0:
             return size
-        lowest = min(pred.min(initial=0), target.min(initial=0))
-        if lowest < 0:
-            raise ValueError(f"Class ids must be non-negative, got {lowest}.")
+        limit, whose = None, ""
+        if self.tag_vocab is not None:
+            limit, whose = size, f"the tag_vocab of {size} labels {_preview(self.tag_vocab.labels)}"
+        check_class_ids(pred, "pred", limit, whose)
+        if scored is not None and (limit is None or scored < limit):
+            limit, whose = scored, f"the {scored} classes pred scores"
+        check_class_ids(target, "target", limit, whose)
         needed = int(max(pred.max(initial=0), target.max(initial=0))) + 1
         if needed <= size:
             return size
-        if self.tag_vocab is not None:
-            raise ValueError(
-                f"Class id {needed - 1} is out of range for a tag_vocab of {size} labels."
-            )
         for name in _COUNTS:
             setattr(self, name, np.pad(getattr(self, name), (0, needed - size)))
         return needed
@@ -129,3 +136,7 @@ def _resolve_ignored(ignore_labels: List[Any], tag_vocab: Optional[TagVocab]) ->
         ids.add(index)
     return ids
 
+
+def _preview(labels: Any, shown: int = 8) -> str:
+    listed = ", ".join(repr(label) for label in list(labels)[:shown])
+    return f"[{listed}{', ...' if len(labels) > shown else ''}]"

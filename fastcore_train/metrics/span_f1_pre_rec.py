@@ -12,7 +12,8 @@ from typing import Any, Iterable, Optional
 import numpy as np
 
 from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
-from fastcore_train.metrics._inputs import as_class_ids, length_mask, predicted_ids, sequence_lengths
+from fastcore_train.metrics._inputs import (as_class_ids, length_mask, predicted_ids, scored_classes,
+                                            sequence_lengths)
 from fastcore_train.metrics._span_decode import check_encoding, decode_spans, infer_encoding, span_labels
 from fastcore_train.metrics._tag_vocab import read_tag_vocab
 from fastcore_train.metrics.metric import Metric
@@ -75,7 +76,9 @@ class SpanFPreRecMetric(Metric):
         target = self.to_numpy(target)
         if target.ndim != 2:
             raise ValueError(f"target must be [batch_size, max_len] tag ids, got shape {target.shape}.")
-        pred = predicted_ids(self.to_numpy(pred), target)
+        scores = self.to_numpy(pred)
+        pred = predicted_ids(scores, target)
+        scored = scored_classes(scores, target)
         batch_size, max_len = target.shape
         if seq_len is None:
             lengths = np.full(batch_size, max_len, dtype=np.int64)
@@ -85,7 +88,7 @@ class SpanFPreRecMetric(Metric):
         pred = as_class_ids(pred, "pred")
         target = as_class_ids(target, "target")
         self._check_ids(pred[mask], "pred")
-        self._check_ids(target[mask], "target")
+        self._check_ids(target[mask], "target", scored)
 
         tags = self.tag_vocab.labels
         for pred_row, gold_row, length in zip(pred.tolist(), target.tolist(), lengths.tolist()):
@@ -109,9 +112,21 @@ class SpanFPreRecMetric(Metric):
         for label, _, _ in spans:
             counts[self._label_index[label]] += 1
 
-    def _check_ids(self, ids: np.ndarray, what: str) -> None:
-        if ids.size and (ids.min() < 0 or ids.max() >= len(self.tag_vocab)):
-            bad = ids[(ids < 0) | (ids >= len(self.tag_vocab))][0]
+    def _check_ids(self, ids: np.ndarray, what: str, scored: Optional[int] = None) -> None:
+        """A tag id outside the vocabulary (or, for targets, beyond the tags ``pred`` scores) is an
+        error naming it: it would otherwise be decoded wrongly or never predicted."""
+        size = len(self.tag_vocab)
+        if ids.size and (ids.min() < 0 or ids.max() >= size):
+            bad = ids[(ids < 0) | (ids >= size)][0]
             raise ValueError(
-                f"{what} holds tag id {bad}, outside the tag vocabulary of {len(self.tag_vocab)} tags."
+                f"{what} holds tag id {bad}, outside the tag vocabulary of {size} tags "
+                f"{list(self.tag_vocab.labels[:8])}{' ...' if size > 8 else ''} (ids 0 to {size - 1}). "
+                "Check the data's tag ids against the tag_vocab the metric was given."
+            )
+        if scored is not None and scored < size and ids.size and ids.max() >= scored:
+            bad = ids[ids >= scored][0]
+            raise ValueError(
+                f"{what} holds tag id {bad} ({self.tag_vocab.labels[bad]!r}), but pred scores only {scored} "
+                f"tags (ids 0 to {scored - 1}), so it can never be predicted right. The model's output "
+                f"size should match the tag_vocab ({size} tags)."
             )

@@ -7,10 +7,10 @@ import jittor as jt
 
 from fastcore_train.backends.jittor.demo import build_demo
 from fastcore_train.backends.jittor.devices import DEVICES
-from fastcore_train.backends.jittor.mpi_driver import JittorMPIDriver
+from fastcore_train.backends.jittor.parallel_driver import JittorMPIDriver
 from fastcore_train.backends.jittor.signals import restore_python_signal_handling
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
-from fastcore_train.parallel.environment import MPIRUN, RankFacts
+from fastcore_train.backends.jittor.world import world_from_environment
 from fastcore_train.parallel.launcher import choose_launcher
 from fastcore_train.parallel.placement import place_ranks
 
@@ -35,11 +35,7 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
                   **kwargs: Any) -> JittorSingleDriver:
     """One process for one device; MPI data parallel under mpirun, or for a device list (which
     re-runs the script under mpirun)."""
-    launched = None
-    if jt.in_mpi and jt.world_size > 1:  # jittor's own word on MPI, with mpirun's variables for the details
-        launched = MPIRUN.detect() or RankFacts(rank=int(jt.rank), local_rank=int(jt.rank),
-                                                world_size=int(jt.world_size), launcher=MPIRUN.name)
-    placement = place_ranks(device, launched, DEVICES)
+    placement = place_ranks(device, world_from_environment(), DEVICES)
     if placement.is_distributed:
         launch_world_size = placement.facts.world_size if placement.launch else None
         driver = JittorMPIDriver(model, device=placement.device, fp16=fp16, launch_world_size=launch_world_size,

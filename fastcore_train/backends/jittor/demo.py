@@ -1,34 +1,27 @@
-"""The demo task in jittor: an MLP, datasets over the digits arrays, and Adam."""
+"""The demo task in jittor: the shared MLP (:mod:`fastcore_train.demo_task`) as a ``jittor.Module``,
+jittor Datasets over the numpy arrays (a jittor Dataset is its own loader), and Adam."""
 from __future__ import annotations
-
-from dataclasses import dataclass
-from typing import Any
 
 import jittor as jt
 import numpy as np
 from jittor.dataset import Dataset
 
-
-class DigitsMLP(jt.Module):
-    """64 -> hidden -> 10 with ReLU; ``train_step`` returns the loss, ``evaluate_step`` the logits."""
-
-    def __init__(self, num_features: int, hidden: int, num_classes: int) -> None:
-        super().__init__()
-        self.layers = jt.nn.Sequential(jt.nn.Linear(num_features, hidden), jt.nn.ReLU(),
-                                       jt.nn.Linear(hidden, num_classes))
-
-    def execute(self, x: jt.Var) -> jt.Var:
-        return self.layers(x)
-
-    def train_step(self, x: jt.Var, target: jt.Var) -> dict[str, jt.Var]:
-        return {"loss": jt.nn.cross_entropy_loss(self(x), target)}
-
-    def evaluate_step(self, x: jt.Var) -> dict[str, jt.Var]:
-        return {"pred": self(x)}
+from fastcore_train.data import DigitsData
+from fastcore_train.demo_task import ArrayRows, DemoFramework, DemoMLP, DemoTask, build_demo_task
 
 
-class ArrayDataset(Dataset):
-    """Rows of two numpy arrays as ``{"x": ..., "target": ...}`` samples (jittor collates them)."""
+class DigitsMLP(DemoMLP, jt.Module):
+    """The demo MLP as a jittor module."""
+
+    nn = jt.nn
+    cross_entropy = staticmethod(jt.nn.cross_entropy_loss)
+
+
+class ArrayDataset(ArrayRows, Dataset):
+    """Rows of two numpy arrays as ``{"x": ..., "target": ...}`` samples (jittor collates them).
+
+    ``len()`` is jittor's: it counts batches, while ``total_len`` counts the samples.
+    """
 
     def __init__(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False) -> None:
         super().__init__()
@@ -36,22 +29,16 @@ class ArrayDataset(Dataset):
         self.y = np.ascontiguousarray(y, dtype=np.int64)
         self.set_attrs(total_len=len(self.x), batch_size=batch_size, shuffle=shuffle)
 
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {"x": self.x[index], "target": self.y[index]}
 
-
-@dataclass
-class DemoTask:
-    model: jt.Module
-    train_dataloader: Dataset
-    evaluate_dataloader: Dataset
-    optimizer: jt.optim.Optimizer
-
-
-def build_demo(data: Any, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
+def _seed(seed: int) -> None:
     jt.sync_all()
     jt.set_seed(seed)
-    model = DigitsMLP(data.num_features, hidden, data.num_classes)
-    train = ArrayDataset(data.x_train, data.y_train, batch_size, shuffle=True)
-    test = ArrayDataset(data.x_test, data.y_test, 256)
-    return DemoTask(model, train, test, jt.optim.Adam(model.parameters(), lr=lr))
+
+
+def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
+    """The demo's model, datasets and optimizer in jittor (shuffling follows ``jt.set_seed``)."""
+    framework = DemoFramework(
+        seed=_seed, model=DigitsMLP,
+        dataloader=lambda x, y, size, shuffle, _: ArrayDataset(x, y, size, shuffle=shuffle),
+        optimizer=lambda model, lr: jt.optim.Adam(model.parameters(), lr=lr))
+    return build_demo_task(framework, data, hidden, lr, batch_size, seed)

@@ -1,20 +1,18 @@
-"""Turning jittor Vars (nested in batches and outputs) into python numbers."""
+"""Turning jittor Vars (nested in batches and outputs) into python numbers; the walk through the
+containers around them is :func:`fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import jittor as jt
 
+from fastcore_train.utils.nested import map_tensors
+
+
+def _var_to_numeric(var: jt.Var) -> Any:
+    return var.item() if var.numel() == 1 else var.numpy().tolist()
+
 
 def to_numeric(data: Any) -> Any:
     """Vars (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
-    if isinstance(data, jt.Var):
-        return data.item() if data.numel() == 1 else data.numpy().tolist()
-    if isinstance(data, Mapping):
-        return {key: to_numeric(value) for key, value in data.items()}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(to_numeric(value) for value in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(to_numeric(value) for value in data)
-    return data
+    return map_tensors(data, jt.Var, _var_to_numeric, keep_mapping_type=False)

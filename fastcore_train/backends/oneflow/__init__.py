@@ -11,7 +11,7 @@ from typing import Any
 
 import oneflow as flow
 
-from fastcore_train.backends.oneflow.ddp_driver import OneflowDDPDriver
+from fastcore_train.backends.oneflow.parallel_driver import OneflowDDPDriver
 from fastcore_train.backends.oneflow.demo import build_demo
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver, parse_device
 from fastcore_train.backends.oneflow.devices import DEVICES

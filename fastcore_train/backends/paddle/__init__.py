@@ -7,7 +7,7 @@ import paddle
 
 from fastcore_train.backends.paddle.demo import build_demo
 from fastcore_train.backends.paddle.devices import DEVICES, is_gpu, parse_device
-from fastcore_train.backends.paddle.fleet_driver import PaddleFleetDriver
+from fastcore_train.backends.paddle.parallel_driver import PaddleFleetDriver
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver
 from fastcore_train.backends.paddle.world import launch_environments, world_from_environment, world_from_process_group
 from fastcore_train.parallel.launcher import choose_launcher

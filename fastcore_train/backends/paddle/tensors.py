@@ -1,35 +1,24 @@
-"""Moving nested batches of paddle tensors and turning tensors into python numbers."""
+"""Moving nested batches of paddle tensors to a place (``"cpu"``, ``"gpu:0"``) and turning tensors
+into python numbers; the walk through nested containers is :func:`~fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import paddle
 
+from fastcore_train.utils.nested import map_tensors
+
 
 def move_to_device(data: Any, device: str) -> Any:
     """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``."""
-    if isinstance(data, paddle.Tensor):
-        return data.to(device)
-    if isinstance(data, Mapping):
-        moved = {key: move_to_device(value, device) for key, value in data.items()}
-        return moved if type(data) is dict else type(data)(moved)
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(move_to_device(value, device) for value in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(move_to_device(value, device) for value in data)
-    return data
+    return map_tensors(data, paddle.Tensor, lambda tensor: tensor.to(device))
+
+
+def _tensor_to_numeric(tensor: paddle.Tensor) -> Any:
+    tensor = tensor.detach()
+    return tensor.item() if int(tensor.size) == 1 else tensor.tolist()
 
 
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
-    if isinstance(data, paddle.Tensor):
-        data = data.detach()
-        return data.item() if int(data.size) == 1 else data.tolist()
-    if isinstance(data, Mapping):
-        return {key: to_numeric(value) for key, value in data.items()}
-    if isinstance(data, tuple) and hasattr(data, "_fields"):
-        return type(data)(*(to_numeric(value) for value in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(to_numeric(value) for value in data)
-    return data
+    return map_tensors(data, paddle.Tensor, _tensor_to_numeric, keep_mapping_type=False)

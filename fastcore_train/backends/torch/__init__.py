@@ -6,7 +6,7 @@ from typing import Any
 
 import torch
 
-from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.demo import build_demo
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.devices import DEVICES

@@ -38,7 +38,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.precision import DeepSpeedPrecision
 from fastcore_train.backends.torch.world import World, world_from_environment
 from fastcore_train.launch import free_port

@@ -1,58 +1,37 @@
-"""The demo task in torch: an MLP, dataloaders over the digits arrays, and Adam."""
+"""The demo task in torch: the shared MLP as a ``torch.nn.Module``, tensor datasets, Adam.
+
+What every backend shares is :mod:`fastcore_train.demo_task`; only torch's calls are here.
+"""
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Any
-
+import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset
 
-
-class DigitsMLP(torch.nn.Module):
-    """64 -> hidden -> 10 with ReLU; ``train_step`` returns the loss, ``evaluate_step`` the logits."""
-
-    def __init__(self, num_features: int, hidden: int, num_classes: int) -> None:
-        super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(num_features, hidden), torch.nn.ReLU(),
-                                          torch.nn.Linear(hidden, num_classes))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
-
-    def train_step(self, x: torch.Tensor, target: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"loss": torch.nn.functional.cross_entropy(self(x), target)}
-
-    def evaluate_step(self, x: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"pred": self(x)}
+from fastcore_train.data import DigitsData
+from fastcore_train.demo_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
 
 
-class ArrayDataset(Dataset):
-    """Rows of two numpy arrays as ``{"x": ..., "target": ...}`` samples."""
+class DigitsMLP(DemoMLP, torch.nn.Module):
+    """The demo MLP as a torch module."""
 
-    def __init__(self, x: Any, y: Any) -> None:
-        self.x = torch.from_numpy(x)
-        self.y = torch.from_numpy(y)
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[index], "target": self.y[index]}
+    nn = torch.nn
+    cross_entropy = staticmethod(torch.nn.functional.cross_entropy)
 
 
-@dataclass
-class DemoTask:
-    model: torch.nn.Module
-    train_dataloader: DataLoader
-    evaluate_dataloader: DataLoader
-    optimizer: torch.optim.Optimizer
+class ArrayDataset(SizedArrayRows, Dataset):
+    """Rows of two tensors as ``{"x": ..., "target": ...}`` samples."""
 
 
-def build_demo(data: Any, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
-    torch.manual_seed(seed)
-    model = DigitsMLP(data.num_features, hidden, data.num_classes)
-    generator = torch.Generator().manual_seed(seed)
-    train = DataLoader(ArrayDataset(data.x_train, data.y_train), batch_size=batch_size, shuffle=True,
-                       generator=generator)
-    test = DataLoader(ArrayDataset(data.x_test, data.y_test), batch_size=256)
-    return DemoTask(model, train, test, torch.optim.Adam(model.parameters(), lr=lr))
+def _dataloader(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, seed: int) -> DataLoader:
+    # A generator of its own makes the shuffling order depend on the seed only.
+    generator = torch.Generator().manual_seed(seed) if shuffle else None
+    dataset = ArrayDataset(torch.from_numpy(x), torch.from_numpy(y))
+    return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator)
+
+
+def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
+    """The demo's model, dataloaders and optimizer in torch."""
+    framework = DemoFramework(seed=torch.manual_seed, model=DigitsMLP, dataloader=_dataloader,
+                              optimizer=lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr))
+    return build_demo_task(framework, data, hidden, lr, batch_size, seed)

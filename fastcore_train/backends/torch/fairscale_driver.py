@@ -20,7 +20,7 @@ from typing import Any, ContextManager, Iterator, Optional
 
 import torch
 
-from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.world import World
 
 try:

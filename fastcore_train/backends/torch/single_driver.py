@@ -8,6 +8,7 @@ import torch
 
 from fastcore_train.backends.torch import dataloader as torch_dataloader
 from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
+from fastcore_train.backends.torch import rng
 from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.model_calls import single_process_call
@@ -145,12 +146,7 @@ class TorchSingleDriver(Driver):
         self.restore_training_state(torch.load(path, map_location=self._device, weights_only=True))
 
     def get_rng_state(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"cpu": torch.get_rng_state().tolist()}
-        if torch.cuda.is_available() and torch.cuda.is_initialized():
-            state["cuda"] = [s.tolist() for s in torch.cuda.get_rng_state_all()]
-        return state
+        return rng.get_rng_state()
 
     def set_rng_state(self, state: dict[str, Any]) -> None:
-        torch.set_rng_state(torch.tensor(state["cpu"], dtype=torch.uint8))
-        if "cuda" in state and torch.cuda.is_available():
-            torch.cuda.set_rng_state_all([torch.tensor(s, dtype=torch.uint8) for s in state["cuda"]])
+        rng.set_rng_state(state)

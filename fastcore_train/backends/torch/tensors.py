@@ -1,34 +1,27 @@
-"""Moving nested batches of torch tensors and turning tensors into python numbers."""
+"""Moving nested batches of torch tensors and turning tensors into python numbers.
+
+Only the torch calls for one tensor are here (``to`` with ``non_blocking``, ``item``, ``tolist``);
+:func:`fastcore_train.utils.nested.map_tensors` walks the containers around them.
+"""
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import torch
 
+from fastcore_train.utils.nested import map_tensors
+
 
 def move_to_device(data: Any, device: torch.device, non_blocking: bool = True) -> Any:
     """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``."""
-    if isinstance(data, torch.Tensor):
-        return data.to(device, non_blocking=non_blocking)
-    if isinstance(data, Mapping):
-        moved = {key: move_to_device(value, device, non_blocking) for key, value in data.items()}
-        return moved if type(data) is dict else type(data)(moved)
-    if isinstance(data, tuple) and hasattr(data, "_fields"):  # namedtuple
-        return type(data)(*(move_to_device(value, device, non_blocking) for value in data))
-    if isinstance(data, (list, tuple)):
-        return type(data)(move_to_device(value, device, non_blocking) for value in data)
-    return data
+    return map_tensors(data, torch.Tensor, lambda tensor: tensor.to(device, non_blocking=non_blocking))
+
+
+def _tensor_to_numeric(tensor: torch.Tensor) -> Any:
+    tensor = tensor.detach()
+    return tensor.item() if tensor.numel() == 1 else tensor.cpu().tolist()
 
 
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: scalars via ``item()``, others via ``tolist()``."""
-    if isinstance(data, torch.Tensor):
-        data = data.detach()
-        return data.item() if data.numel() == 1 else data.cpu().tolist()
-    if isinstance(data, Mapping):
-        return {key: to_numeric(value) for key, value in data.items()}
-    if isinstance(data, (list, tuple)):
-        return type(data)(to_numeric(value) for value in data) if not hasattr(data, "_fields") else \
-            type(data)(*(to_numeric(value) for value in data))
-    return data
+    return map_tensors(data, torch.Tensor, _tensor_to_numeric, keep_mapping_type=False)

@@ -40,7 +40,7 @@ from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
-from fastcore_train.backends.torch.ddp_driver import TorchDDPDriver
+from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.world import World
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 

@@ -19,6 +19,7 @@ from paddle.distributed import fleet
 from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
 from fastcore_train.backends.paddle.world import World
+from fastcore_train.drivers.data_parallel import DataParallelFacts, ObjectCollectives, method_dispatch_class
 from fastcore_train.drivers.model_calls import data_parallel_call
 
 
@@ -32,21 +33,10 @@ def _fleet_initialised() -> bool:
     return getattr(fleet.init.__self__, "_role_maker", None) is not None
 
 
-class _MethodDispatch(paddle.nn.Layer):
-    """Lets DataParallel's forward run any model method (``train_step``...), so that the backward
-    of its outputs synchronises gradients."""
-
-    def __init__(self, model: paddle.nn.Layer) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
-        if fastcore_method == "forward":
-            return self.model(*args, **kwargs)
-        return getattr(self.model, fastcore_method)(*args, **kwargs)
+_MethodDispatch = method_dispatch_class(paddle.nn.Layer, __name__)
 
 
-class PaddleFleetDriver(PaddleSingleDriver):
+class PaddleFleetDriver(DataParallelFacts, ObjectCollectives, PaddleSingleDriver):
     """One rank of a Fleet data-parallel job; ``world`` says which. A self-launched job's other
     ranks are started by the driver's launcher before :meth:`setup`.
 
@@ -67,21 +57,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
         self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
 
     # ------------------------------------------------------------------ facts
-    def is_distributed(self) -> bool:
-        return True
-
-    @property
-    def rank(self) -> int:
-        return self.world.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.world.world_size
-
-    @property
-    def local_rank(self) -> int:
-        return self.world.local_rank
-
     def unwrap_model(self) -> paddle.nn.Layer:
         return self._user_module
 
@@ -124,15 +99,8 @@ class PaddleFleetDriver(PaddleSingleDriver):
         return self._fleet_optimizers()
 
     # ------------------------------------------------------------------ collectives
-    def barrier(self) -> None:
-        dist.barrier()
+    def distributed_module(self) -> Any:
+        return dist
 
-    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        holder = [obj]
-        dist.broadcast_object_list(holder, src=src)
-        return holder[0]
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        gathered: list[Any] = []
-        dist.all_gather_object(gathered, obj)
-        return gathered
+    def gather_list(self) -> list[Any]:
+        return []  # paddle's all_gather_object appends

@@ -17,6 +17,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.world import World
+from fastcore_train.drivers.data_parallel import DataParallelFacts, ObjectCollectives, method_dispatch_class
 from fastcore_train.drivers.model_calls import data_parallel_call
 
 
@@ -32,20 +33,10 @@ def _end_process_group() -> None:
     time.sleep(0.05)  # releases the GIL for those threads
 
 
-class _MethodDispatch(torch.nn.Module):
-    """Lets DDP's forward run any model method (``train_step``...), so gradients are synchronised."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
-        if fastcore_method == "forward":
-            return self.model(*args, **kwargs)
-        return getattr(self.model, fastcore_method)(*args, **kwargs)
+_MethodDispatch = method_dispatch_class(torch.nn.Module, __name__)
 
 
-class TorchDDPDriver(TorchSingleDriver):
+class TorchDDPDriver(DataParallelFacts, ObjectCollectives, TorchSingleDriver):
     """One rank of a DDP job; ``world`` says which. A self-launched job's other ranks are started
     by the driver's launcher before :meth:`setup` (see :mod:`fastcore_train.parallel.launcher`)."""
 
@@ -60,21 +51,6 @@ class TorchDDPDriver(TorchSingleDriver):
         self._user_module = model.module if self._user_ddp else model
 
     # ------------------------------------------------------------------ facts
-    def is_distributed(self) -> bool:
-        return True
-
-    @property
-    def rank(self) -> int:
-        return self.world.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.world.world_size
-
-    @property
-    def local_rank(self) -> int:
-        return self.world.local_rank
-
     def unwrap_model(self) -> torch.nn.Module:
         return self._user_module
 
@@ -110,15 +86,5 @@ class TorchDDPDriver(TorchSingleDriver):
         return self.model.no_sync()
 
     # ------------------------------------------------------------------ collectives
-    def barrier(self) -> None:
-        dist.barrier()
-
-    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        holder = [obj]
-        dist.broadcast_object_list(holder, src=src)
-        return holder[0]
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        gathered: list[Any] = [None] * self.world_size
-        dist.all_gather_object(gathered, obj)
-        return gathered
+    def distributed_module(self) -> Any:
+        return dist

@@ -28,23 +28,14 @@ from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
 from fastcore_train.backends.oneflow.world import World
+from fastcore_train.drivers.data_parallel import DataParallelFacts, method_dispatch_class
 from fastcore_train.drivers.model_calls import data_parallel_call
 
 
-class _MethodDispatch(flow.nn.Module):
-    """Lets the DDP module's forward run any model method, so its gradient hooks are armed."""
-
-    def __init__(self, model: flow.nn.Module) -> None:
-        super().__init__()
-        self.model = model
-
-    def forward(self, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
-        if fastcore_method == "forward":
-            return self.model(*args, **kwargs)
-        return getattr(self.model, fastcore_method)(*args, **kwargs)
+_MethodDispatch = method_dispatch_class(flow.nn.Module, __name__)
 
 
-class OneflowDDPDriver(OneflowSingleDriver):
+class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
     """One rank of a oneflow DDP job. In a self-launched job, the plain process holding this driver
     only supervises: its launcher (:class:`~fastcore_train.parallel.launcher.SpawnAllRanks`) starts
     every rank before :meth:`setup` and never returns."""
@@ -59,21 +50,6 @@ class OneflowDDPDriver(OneflowSingleDriver):
         self._skip_sync = False
 
     # ------------------------------------------------------------------ facts
-    def is_distributed(self) -> bool:
-        return True
-
-    @property
-    def rank(self) -> int:
-        return self.world.rank
-
-    @property
-    def world_size(self) -> int:
-        return self.world.world_size
-
-    @property
-    def local_rank(self) -> int:
-        return self.world.local_rank
-
     def unwrap_model(self) -> flow.nn.Module:
         return self._user_module
 

@@ -1,0 +1,103 @@
+"""A checkpoint file changed after saving (bytes flipped inside, yet still loadable) is an error naming
+it, not weights loaded silently: ``meta.json`` records the sha256 of every other file, and loading
+checks them. Runs on every backend (``--backend``); oneflow's model is a folder, hashed file by file.
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+
+import pytest
+
+from fastcore_train.checkpoint import (META_FILE, TRAINING_STATE_STEM, CheckpointChecksumError, CheckpointError,
+                                       model_file)
+from tests.conformance.harnesses.base import initial_weights, make_data
+from tests.conformance.helpers import assert_weights_equal, make_trainer
+from tests.reliability.conftest import messages
+
+
+@pytest.fixture
+def saved(harness, tmp_path):
+    x, y = make_data(16)
+    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y, n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    return trainer, tmp_path / "ckpt"
+
+
+def fresh(harness):
+    x, y = make_data(16)
+    return make_trainer(harness, harness.make_model(initial_weights(seed=3)), x, y, n_epochs=3)
+
+
+def largest_file(path):
+    return path if path.is_file() else max((p for p in path.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
+
+
+def flip_a_byte(path):
+    data = bytearray(path.read_bytes())
+    data[len(data) // 2] ^= 0x01
+    path.write_bytes(bytes(data))
+
+
+def test_meta_records_the_sha256_of_every_other_file(saved):
+    _, folder = saved
+    checksums = json.loads((folder / META_FILE).read_text())["checksums"]
+    files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != META_FILE}
+    assert set(checksums) == set(files)
+    assert all(hashlib.sha256(files[name].read_bytes()).hexdigest() == digest for name, digest in checksums.items())
+
+
+def test_an_unmodified_checkpoint_loads(harness, saved):
+    trainer, folder = saved
+    other = fresh(harness)
+    other.load_checkpoint(folder)
+    assert other.global_forward_batches == 4
+    assert_weights_equal(harness.get_weights(other.model), harness.get_weights(trainer.model))
+
+
+def test_files_added_to_the_folder_later_are_not_checked(harness, saved):
+    _, folder = saved
+    (folder / "notes.txt").write_text("added by hand")
+    other = fresh(harness)
+    other.load_checkpoint(folder)
+    assert other.global_forward_batches == 4
+
+
+@pytest.mark.parametrize("which", ["model", "training_state"])
+def test_a_flipped_byte_is_an_error_naming_the_file(harness, saved, which):
+    trainer, folder = saved
+    damaged = largest_file(model_file(folder, trainer.driver) if which == "model" else
+                           folder / f"{TRAINING_STATE_STEM}{trainer.driver.model_file_suffix}")
+    flip_a_byte(damaged)
+    other = fresh(harness)
+    before = harness.get_weights(other.model)
+    with pytest.raises(CheckpointChecksumError, match=rf"{damaged.name}'? is not the file that was saved"):
+        other.load_checkpoint(folder)
+    with pytest.raises(CheckpointChecksumError) as raised:
+        other.run(num_eval_sanity_batch=0, resume_from=folder)
+    assert str(damaged) in str(raised.value) and isinstance(raised.value, CheckpointError)
+    assert_weights_equal(harness.get_weights(other.model), before)  # nothing was loaded
+
+
+def test_a_missing_file_is_named(harness, saved):
+    trainer, folder = saved
+    entry = model_file(folder, trainer.driver)
+    gone = largest_file(entry)  # oneflow: a file inside the model folder
+    gone.unlink()
+    message = r"misses its file .*" if entry.is_dir() else r"misses its model file .*"
+    with pytest.raises(CheckpointError, match=message + gone.name):
+        fresh(harness).load_checkpoint(folder)
+
+
+def test_a_checkpoint_without_checksums_still_loads(harness, saved, log_records):
+    _, folder = saved
+    meta = json.loads((folder / META_FILE).read_text())
+    del meta["checksums"]  # as written before checksums existed
+    (folder / META_FILE).write_text(json.dumps(meta))
+    other = fresh(harness)
+    other.load_checkpoint(folder)
+    assert other.global_forward_batches == 4
+    lines = [line for line in messages(log_records, logging.INFO) if "has no checksums" in line]
+    assert len(lines) == 1 and str(folder) in lines[0]
