@@ -245,7 +245,7 @@ def worker(name: str, args: argparse.Namespace) -> None:
         trainer = Trainer(model, DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False), optimizer,
                           driver="torch", device=device, n_epochs=1, progress_bar=None)
         assert trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
-        rank = trainer.driver.rank
+        rank = trainer.driver.comm.rank
         trainer.run(num_train_batch_per_epoch=args.warmup, num_eval_sanity_batch=0)
         trainer.state.cur_epoch_idx = 0  # a fresh epoch on the same Trainer, as in overhead.py
         before = trainer.global_forward_batches
@@ -253,13 +253,13 @@ def worker(name: str, args: argparse.Namespace) -> None:
         stamp = timer.stamps.append
         # The one listener: a time stamp per step (the hand loops take the same).
         trainer.add_callback_fn(Event.on_train_batch_end(), lambda _: stamp(perf_counter()))
-        trainer.driver.barrier()
+        trainer.driver.comm.barrier()
         with timer:
             trainer.run(num_eval_sanity_batch=0)  # ends with barriers on every rank
         steps = trainer.global_forward_batches - before
         unwrapped = trainer.model
         batch_size = getattr(trainer.dataloader.batch_sampler, "batch_size", None)
-        world_size = trainer.driver.world_size
+        world_size = trainer.driver.comm.world_size
 
     result = {
         "config": name, "rank": rank, "world_size": world_size, "threads": torch.get_num_threads(),

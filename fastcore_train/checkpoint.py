@@ -95,7 +95,7 @@ def check_checkpoint_target(folder: os.PathLike) -> None:
 
 
 def model_file(folder: Path, driver: Driver) -> Path:
-    return folder / f"{MODEL_STEM}{driver.model_file_suffix}"
+    return folder / f"{MODEL_STEM}{driver.io.model_file_suffix}"
 
 
 def _json_default(value: Any) -> Any:
@@ -125,27 +125,27 @@ def staged_path(target: Path, driver: Driver, make_dir: bool,
     ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0;
     ``finish(staging)`` runs on rank 0 once every rank has written, just before the rename.
     """
-    collective = driver.collective_save and driver.is_distributed()
-    is_zero = driver.is_global_zero()
+    collective = driver.io.collective_save and driver.comm.is_distributed()
+    is_zero = driver.comm.is_global_zero()
     with atomic_path(target, check_target) if is_zero else contextlib.nullcontext() as staging:
         if is_zero and make_dir:
             staging.mkdir(parents=True)
         if collective:
-            staging = Path(driver.broadcast_object(str(staging) if is_zero else None))
-            driver.barrier()  # the folder exists before anyone writes into it
+            staging = Path(driver.comm.broadcast_object(str(staging) if is_zero else None))
+            driver.comm.barrier()  # the folder exists before anyone writes into it
         yield staging
         if collective:
-            driver.barrier()  # everyone has written before rank 0 renames
+            driver.comm.barrier()  # everyone has written before rank 0 renames
         if is_zero and finish is not None:
             finish(staging)
 
 
 def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True, **kwargs: Any) -> Path:
     """Write ``folder/model<suffix>`` atomically (rank 0, or every rank for collective saving)."""
-    if driver.is_global_zero():
+    if driver.comm.is_global_zero():
         folder.mkdir(parents=True, exist_ok=True)
     with staged_path(model_file(folder, driver), driver, make_dir=False) as staging:
-        driver.save_model(staging, only_state_dict=only_state_dict, **kwargs)
+        driver.io.save_model(staging, only_state_dict=only_state_dict, **kwargs)
     return model_file(folder, driver)
 
 
@@ -155,16 +155,16 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
                      extra_json: Optional[dict[str, Any]] = None) -> Path:
     """Write a complete checkpoint folder atomically.
 
-    Call on rank 0 only, or on every rank when ``driver.collective_save``. ``extra_json`` maps
+    Call on rank 0 only, or on every rank when ``driver.io.collective_save``. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
     evaluation results a checkpoint was selected by). Raises :class:`CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
     """
     folder = Path(folder)
-    is_zero = driver.is_global_zero()
+    is_zero = driver.comm.is_global_zero()
     meta = {
         "format_version": FORMAT_VERSION, "backend": driver.backend,
-        "driver": type(driver).__name__, "world_size": driver.world_size,
+        "driver": type(driver).__name__, "world_size": driver.comm.world_size,
         "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
         "fastcore_train_version": __version__,
     }
@@ -178,8 +178,8 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
             if is_zero:
                 model_save_fn(staging)
         else:
-            driver.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
-        driver.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.model_file_suffix}")
+            driver.io.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
+        driver.io.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.io.model_file_suffix}")
         if is_zero:
             write_json(staging / TRAINER_STATE_FILE, trainer_state)
             with open(staging / CALLBACK_STATE_FILE, "wb") as handle:

@@ -54,7 +54,7 @@ def run_demo(driver: str = "torch", device: Any = "cpu", n_epochs: int = 20, bat
     results = trainer.run_evaluate() if not trainer.evaluate_results else trainer.evaluate_results
     if output is not None:
         trainer.save_checkpoint(Path(output) / "checkpoint")
-    if trainer.driver.is_global_zero():
+    if trainer.driver.comm.is_global_zero():
         print(f"Trained {trainer.global_forward_batches} batches in {elapsed:.1f} s with driver={driver!r}.")
         if output is not None:
             print(f"Checkpoint written to {Path(output) / 'checkpoint'}")

@@ -93,7 +93,7 @@ class CheckpointCallback(Callback):
         self.topk_saved.append((value, name))
         self.topk_saved.sort(key=lambda item: item[0], reverse=self.tracker.larger_better)
         for _, dropped in self.topk_saved[self.topk:]:
-            if trainer.driver.is_global_zero():
+            if trainer.driver.comm.is_global_zero():
                 shutil.rmtree(self.run_folder / dropped, ignore_errors=True)
         del self.topk_saved[self.topk:]
 
@@ -130,6 +130,6 @@ class CheckpointCallback(Callback):
                                     model_save_fn=self.model_save_fn, extra_json=extra)
         else:
             trainer.save_model(target, only_state_dict=self.only_state_dict, model_save_fn=self.model_save_fn)
-            if extra and trainer.driver.is_global_zero():
+            if extra and trainer.driver.comm.is_global_zero():
                 from fastcore_train.checkpoint import write_json
                 write_json(target / EVALUATE_RESULTS_FILE, results)

@@ -44,7 +44,7 @@ class GradClipCallback(Callback):
     def last_total_norm(self) -> Optional[float]:
         if self._last_norm is None:
             return None
-        return float(self._driver.tensor_to_numeric(self._last_norm))
+        return float(self._driver.data.to_numeric(self._last_norm))
 
     def on_before_optimizers_step(self, trainer: Any, optimizers: list) -> None:
         if self.clip_type == "norm":

@@ -38,8 +38,8 @@ class LoadBestModelCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         self.tracker.bind(trainer, "LoadBestModelCallback")
         if self.save_folder is None:
-            self.save_folder = Path(driver.broadcast_object(tempfile.mkdtemp(prefix="fastcore_best_")
-                                                            if driver.is_global_zero() else None))
+            self.save_folder = Path(driver.comm.broadcast_object(tempfile.mkdtemp(prefix="fastcore_best_")
+                                                            if driver.comm.is_global_zero() else None))
             self._made_temporary = True
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
@@ -57,7 +57,7 @@ class LoadBestModelCallback(Callback):
         logger.info("Loading the best model (%s=%.6g after %d batches).", self.tracker.monitor,
                     self.tracker.best, self.best_batches)
         trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn)
-        if self.delete_after_train and trainer.driver.is_global_zero():
+        if self.delete_after_train and trainer.driver.comm.is_global_zero():
             shutil.rmtree(self.save_folder, ignore_errors=True)
 
     def on_save_checkpoint(self, trainer: Any) -> dict:

@@ -98,7 +98,7 @@ class MetricLogCallback(Callback):
     # ------------------------------------------------------------------ events
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         self.run_folder = new_run_folder(self.folder, driver) if self.run_subfolder else self.folder
-        self._writes = driver.is_global_zero()
+        self._writes = driver.comm.is_global_zero()
 
     def on_train_begin(self, trainer: Any) -> None:
         if self._writes and not self._is_open:
@@ -107,7 +107,7 @@ class MetricLogCallback(Callback):
     def on_train_batch_end(self, trainer: Any) -> None:
         every = self.log_every_n_batches
         if self._writes and every and trainer.global_forward_batches % every == 0 and trainer.last_loss is not None:
-            loss = float(trainer.driver.tensor_to_numeric(trainer.last_loss))
+            loss = float(trainer.driver.data.to_numeric(trainer.last_loss))
             self.write(TRAIN, trainer.global_forward_batches, current_epoch(trainer), {"loss": loss})
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:

@@ -73,7 +73,7 @@ class MoreEvaluateCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         self.evaluator = Evaluator(trainer.model, self.dataloaders, self.metrics, driver=driver,
                                    evaluate_fn=self.evaluate_fn, verbose=0, **self.evaluator_kwargs)
-        self._reports = driver.is_global_zero()
+        self._reports = driver.comm.is_global_zero()
         if self.saver is not None:
             self.saver.on_after_trainer_initialized(trainer, driver)
             self.saver.tracker.owner = "MoreEvaluateCallback(topk_monitor=...)"

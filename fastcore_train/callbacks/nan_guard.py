@@ -43,9 +43,9 @@ class NanGuardCallback(Callback):
             loss = outputs["loss"]
         except Exception:
             loss = extract_loss(outputs)
-        value = float(trainer.driver.tensor_to_numeric(loss))
+        value = float(trainer.driver.data.to_numeric(loss))
         driver = trainer.driver
-        values = driver.all_gather_object(value) if driver.is_distributed() else [value]
+        values = driver.comm.all_gather_object(value) if driver.comm.is_distributed() else [value]
         bad = {rank: rank_value for rank, rank_value in enumerate(values) if not math.isfinite(rank_value)}
         if bad:
             raise NonFiniteLossError(self._stop(trainer, bad))
@@ -53,7 +53,7 @@ class NanGuardCallback(Callback):
     def _stop(self, trainer: Any, bad: dict[int, float]) -> str:
         epoch, batch = trainer.cur_epoch_idx, trainer.batch_idx_in_epoch
         where = f"epoch {epoch + 1}, batch {batch + 1} of the epoch (batch {trainer.global_forward_batches + 1} overall)"
-        if trainer.driver.is_distributed():
+        if trainer.driver.comm.is_distributed():
             where += " on rank(s) " + ", ".join(f"{rank} (loss {value})" for rank, value in bad.items())
             loss_text = "not finite"
         else:

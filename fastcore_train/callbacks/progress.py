@@ -51,7 +51,7 @@ class ProgressCallback(Callback):
     def _update_loss(self, trainer: Any) -> None:
         if trainer.last_loss is None:
             return
-        value = float(trainer.driver.tensor_to_numeric(trainer.last_loss))
+        value = float(trainer.driver.data.to_numeric(trainer.last_loss))
         if self.smoothed_loss is None:
             self.smoothed_loss = value
         else:

@@ -13,4 +13,4 @@ def new_run_folder(folder: Union[str, Path], driver: Any) -> Path:
     overwrite an earlier one's files.
     """
     stamp = time.strftime("%Y-%m-%d-%H_%M_%S") + f"_{int(time.time() * 1e6) % 1_000_000:06d}"
-    return Path(folder) / driver.broadcast_object(stamp)
+    return Path(folder) / driver.comm.broadcast_object(stamp)

@@ -46,7 +46,7 @@ class TimerCallback(Callback):
         self._reports = False
 
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
-        self._reports = driver.is_global_zero()
+        self._reports = driver.comm.is_global_zero()
 
     def on_fetch_data_begin(self, trainer: Any) -> None:
         self.timers["fetch data"].start()

@@ -28,7 +28,7 @@ class BatchStepMixin:
     def train_step(self, batch: Any) -> Any:
         """The training forward (``train_fn``/``train_step``/forward), output_mapping applied."""
         if self.fp16:
-            with self.driver.auto_cast():
+            with self.driver.precision.forward_context():
                 outputs = self._call_model(batch)
         else:
             outputs = self._call_model(batch)

@@ -90,13 +90,13 @@ class Evaluator:
                                                                         "use_dist_sampler"})
         self.driver = choose_driver(model, driver, device, fp16=fp16, **backend_kwargs)
         self.driver.ensure_setup()
-        set_rank(self.driver.rank, self.driver.world_size)
+        set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         self.dataloaders = _normalize_dataloaders(dataloaders)
         for name, dataloader in self.dataloaders.items():
-            self.driver.check_dataloader(dataloader, f"evaluate dataloader {name or ''}".strip())
+            self.driver.data.check(dataloader, f"evaluate dataloader {name or ''}".strip())
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
         self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
-        if self.driver.is_distributed() and options.get("use_dist_sampler", True):
+        if self.driver.comm.is_distributed() and options.get("use_dist_sampler", True):
             for name, dataloader in self.dataloaders.items():
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
         self.metrics = _normalize_metrics(metrics)
@@ -118,7 +118,7 @@ class Evaluator:
     # ------------------------------------------------------------------ per batch
     def evaluate_step(self, batch: Any) -> Any:
         """Run the evaluation forward (``evaluate_step`` or forward) and apply output_mapping."""
-        with self.driver.auto_cast():
+        with self.driver.precision.forward_context():
             outputs = self._call_model(batch)
         return apply_mapping(self.output_mapping, outputs)
 
@@ -152,12 +152,12 @@ class Evaluator:
                     if index == num_eval_batch_per_dl:
                         break
                     batch = apply_mapping(self.input_mapping, batch)
-                    if driver.needs_data_move:
-                        batch = driver.move_data_to_device(batch)
+                    if driver.data.needs_move:
+                        batch = driver.data.move(batch)
                     self.evaluate_batch_step_fn(self, batch)
                     evaluated += 1
             if self._split[name]:  # each rank saw a share: the dataloader is empty only if every share is
-                evaluated = sum(driver.all_gather_object(evaluated))
+                evaluated = sum(driver.comm.all_gather_object(evaluated))
             if evaluated == 0:
                 no_data.append(name)
                 logger.warning(
@@ -170,7 +170,7 @@ class Evaluator:
         results.no_data = tuple(no_data)
         self.current_dataloader_name = None
         self.reset()
-        if self.verbose and driver.is_global_zero():
+        if self.verbose and driver.comm.is_global_zero():
             print(format_results(results))
         return results
 
@@ -179,7 +179,7 @@ class Evaluator:
         results: dict[str, Any] = {}
         for metric_name, metric in self.metrics.items():
             if aggregate and isinstance(metric, Metric):
-                metric.aggregate(self.driver.all_gather_object)
+                metric.aggregate(self.driver.comm.all_gather_object)
             values = metric.get_metric()
             if not isinstance(values, Mapping):
                 results[result_key("", metric_name, dataloader_name)] = values

@@ -39,12 +39,12 @@ class PersistenceMixin:
         self._fire("on_save_model")
         folder = Path(folder)
         if model_save_fn is not None:
-            if self.driver.is_global_zero():
+            if self.driver.comm.is_global_zero():
                 folder.mkdir(parents=True, exist_ok=True)
                 model_save_fn(folder)
-        elif self.driver.is_global_zero() or self.driver.collective_save:
+        elif self.driver.comm.is_global_zero() or self.driver.io.collective_save:
             ckpt.write_model_file(folder, self.driver, only_state_dict, **kwargs)
-        self.driver.barrier()
+        self.driver.comm.barrier()
 
     def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
                    model_load_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
@@ -60,8 +60,8 @@ class PersistenceMixin:
                     f"No model file at {str(path)!r}: load_model expects the folder given to save_model "
                     f"(which writes {path.name} inside it)."
                 )
-            self.driver.load_model(path, only_state_dict=only_state_dict, **kwargs)
-        self.driver.barrier()
+            self.driver.io.load_model(path, only_state_dict=only_state_dict, **kwargs)
+        self.driver.comm.barrier()
 
     def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
                         model_save_fn: Optional[Callable[[Path], None]] = None,
@@ -74,8 +74,8 @@ class PersistenceMixin:
         there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
         on every rank, leaving it untouched.
         """
-        problem = ckpt.checkpoint_target_problem(folder) if self.driver.is_global_zero() else None
-        problem = self.driver.broadcast_object(problem)  # every rank raises alike, none waits
+        problem = ckpt.checkpoint_target_problem(folder) if self.driver.comm.is_global_zero() else None
+        problem = self.driver.comm.broadcast_object(problem)  # every rank raises alike, none waits
         if problem is not None:
             raise ckpt.CheckpointTargetError(problem)
         callback_states = self.callback_manager.callback_states(self)
@@ -85,12 +85,12 @@ class PersistenceMixin:
             "state": self.state.state_dict(),
             "sampler": None if sampler is None else sampler.state_dict(num_consumed_batches=consumed),
             "event_filters": self.callback_manager.filter_states(),
-            "rng": self.driver.all_gather_object(self._get_rng_state()),
+            "rng": self.driver.comm.all_gather_object(self._get_rng_state()),
         }
-        if self.driver.is_global_zero() or self.driver.collective_save:
+        if self.driver.comm.is_global_zero() or self.driver.io.collective_save:
             ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
                                   model_save_fn, extra_json)
-        self.driver.barrier()
+        self.driver.comm.barrier()
 
     def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
                         only_state_dict: bool = True,
@@ -106,22 +106,22 @@ class PersistenceMixin:
             model_load_fn(folder)
         else:
             path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
-            self.driver.load_model(path, only_state_dict=meta.get("only_state_dict", only_state_dict))
-        self.driver.load_training_state(ckpt.require_file(
-            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.model_file_suffix}", "optimizer state"))
+            self.driver.io.load_model(path, only_state_dict=meta.get("only_state_dict", only_state_dict))
+        self.driver.io.load_training_state(ckpt.require_file(
+            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.io.model_file_suffix}", "optimizer state"))
         if resume_training:
             saved = ckpt.read_trainer_state(folder)
             self.state.load_state_dict(saved["state"])
             self.callback_manager.load_filter_states(saved["event_filters"])
             self._load_sampler_state(saved.get("sampler"))
             rng_states = saved["rng"]
-            same_world = len(rng_states) == self.driver.world_size
-            self._pending_rng_state = rng_states[self.driver.rank if same_world else 0]
+            same_world = len(rng_states) == self.driver.comm.world_size
+            self._pending_rng_state = rng_states[self.driver.comm.rank if same_world else 0]
             if not same_world:
                 logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
-                               "streams restart from rank 0's state.", len(rng_states), self.driver.world_size)
+                               "streams restart from rank 0's state.", len(rng_states), self.driver.comm.world_size)
             self.callback_manager.load_callback_states(self, ckpt.read_callback_states(folder))
-        self.driver.barrier()
+        self.driver.comm.barrier()
 
     def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:
         sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)

@@ -18,11 +18,11 @@ class RandomStateMixin:
     driver: Driver
 
     def _get_rng_state(self) -> dict[str, Any]:
-        return {**get_host_rng_state(), "framework": self.driver.get_rng_state()}
+        return {**get_host_rng_state(), "framework": self.driver.io.rng_state()}
 
     def _set_rng_state(self, state: dict[str, Any]) -> None:
         set_host_rng_state(state)
-        self.driver.set_rng_state(state["framework"])
+        self.driver.io.load_rng_state(state["framework"])
 
     @contextlib.contextmanager
     def _rng_preserved(self) -> Iterator[None]:

@@ -59,11 +59,11 @@ class TrainLoopMixin:
         batch_begin, batch_end = manager.on_train_batch_begin, manager.on_train_batch_end
         driver = self.driver
         state = self.state
-        move = driver.needs_data_move
+        move = driver.data.needs_move
         mapping = self.train_input_mapping
         batch_step_fn = self.batch_step_fn
         accumulation = self.accumulation_steps
-        no_sync = accumulation > 1 and driver.is_distributed()
+        no_sync = accumulation > 1 and driver.comm.is_distributed()
         n_batches = state.n_batches
         evaluate_every = self.evaluate_every if self.evaluator is not None else None
         every_batches = evaluate_every if isinstance(evaluate_every, int) and evaluate_every > 0 else 0
@@ -82,7 +82,7 @@ class TrainLoopMixin:
             if mapping is not None:
                 batch = apply_mapping(mapping, batch)
             if move:
-                batch = driver.move_data_to_device(batch)
+                batch = driver.data.move(batch)
             if batch_begin is not None:
                 batch_begin(self, batch, None)
             if accumulation > 1:
@@ -127,7 +127,7 @@ class TrainLoopMixin:
         if self._pending_rng_state is not None:
             self._set_rng_state(self._pending_rng_state)
             self._pending_rng_state = None
-        remaining = self.driver.dataloader_length(self.dataloader)
+        remaining = self.driver.data.length(self.dataloader)
         cap = self._batch_cap
         if remaining is None:
             per_epoch = -1 if cap is None else cap

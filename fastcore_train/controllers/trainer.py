@@ -102,25 +102,25 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         if problem is not None:
             raise ValueError(problem)
         self.driver.ensure_setup()
-        log.set_rank(self.driver.rank, self.driver.world_size)
+        log.set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         if options.get("log_file") is not None:
             log.add_log_file(options["log_file"])
-        self.driver.check_dataloader(train_dataloader, "train_dataloader")
+        self.driver.data.check(train_dataloader, "train_dataloader")
 
         if overfit_batches:
             self.dataloader = OverfitDataLoader(train_dataloader, overfit_batches)
             evaluate_dataloaders = self.dataloader if metrics else evaluate_dataloaders
         else:
-            distribute = self.driver.is_distributed() and self.use_dist_sampler
+            distribute = self.driver.comm.is_distributed() and self.use_dist_sampler
             self.dataloader = make_reproducible_dataloader(
                 self.driver, train_dataloader, seed=options.get("sampler_seed", 0),
-                num_replicas=self.driver.world_size if distribute else 1, rank=self.driver.rank if distribute else 0)
+                num_replicas=self.driver.comm.world_size if distribute else 1, rank=self.driver.comm.rank if distribute else 0)
 
         fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step", for_training=True)
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
         self.batch_step_fn: BatchStepFn = batch_step_fn or default_batch_step
 
-        num_batches = self.driver.dataloader_length(self.dataloader)
+        num_batches = self.driver.data.length(self.dataloader)
         check_train_dataloader(self.dataloader, num_batches, n_epochs, n_batches)
         if n_batches > 0 and num_batches:
             n_epochs = math.ceil(n_batches / num_batches)
@@ -155,7 +155,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
 
         all_callbacks = list(callbacks or ())
         from fastcore_train.callbacks.progress import choose_progress_callback
-        progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.is_global_zero())
+        progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
         if progress is not None:
             all_callbacks.append(progress)
         self.callback_manager = CallbackManager(all_callbacks)
@@ -210,7 +210,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
         if catch_KeyboardInterrupt is None:
-            catch_KeyboardInterrupt = not self.driver.is_distributed()
+            catch_KeyboardInterrupt = not self.driver.comm.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
         self._batch_cap = num_train_batch_per_epoch if num_train_batch_per_epoch > 0 else None
         try:
@@ -224,23 +224,23 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                     sanity_results = self.evaluator.run(num_eval_batch_per_dl=num_eval_sanity_batch)
                 self._fire("on_sanity_check_end", sanity_results)
             self._fire("on_train_begin")
-            self.driver.barrier()
+            self.driver.comm.barrier()
             state = self.state
             self._stop_requested = False
             while state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches() and not self._stop_requested:
                 self.driver.set_model_mode("train")
                 self._fire("on_train_epoch_begin")
-                self.driver.set_sampler_epoch(self.dataloader, state.cur_epoch_idx)
+                self.driver.data.set_epoch(self.dataloader, state.cur_epoch_idx)
                 self._train_epoch()
                 state.cur_epoch_idx += 1
                 state.batch_idx_in_epoch = self._batches_before_iter = 0
                 self._fire("on_train_epoch_end")
-                self.driver.barrier()
+                self.driver.comm.barrier()
                 if self.evaluator is not None and not callable(self.evaluate_every) and self.evaluate_every < 0 \
                         and state.cur_epoch_idx % -self.evaluate_every == 0:
                     self.run_evaluate()
             self._fire("on_train_end")
-            self.driver.barrier()
+            self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
             self._fire("on_exception", interrupt)
             self.driver.on_exception(interrupt)

@@ -1,4 +1,5 @@
-"""Choosing which model function a step calls: written once, used by every backend's drivers."""
+"""Choosing which model function a step calls, and the wrapper module that lets a data-parallel
+wrapper's forward run any model method: written once, used by every backend's drivers."""
 from __future__ import annotations
 
 import functools
@@ -50,3 +51,27 @@ def data_parallel_call(wrapper: Any, module: Any, fn_name: str, for_training: bo
                 "that train_step is synchronised too) or train through forward.")
         return wrapper, signature
     return functools.partial(wrapper, target), signature
+
+
+def method_dispatch_class(module_base: type, module_name: str) -> type:
+    """A subclass of the framework's module class ``module_base`` wrapping a model, whose forward
+    runs the model method named by its first argument (``"forward"``: the model's own call).
+
+    Named ``_MethodDispatch`` in ``module_name`` (the backend module that uses it), so that it
+    reads and pickles as a class of that module.
+    """
+
+    def __init__(self: Any, model: Any) -> None:
+        module_base.__init__(self)
+        self.model = model
+
+    def forward(self: Any, fastcore_method: str, *args: Any, **kwargs: Any) -> Any:
+        if fastcore_method == "forward":
+            return self.model(*args, **kwargs)
+        return getattr(self.model, fastcore_method)(*args, **kwargs)
+
+    dispatch = type("_MethodDispatch", (module_base,), {
+        "__init__": __init__, "forward": forward, "__module__": module_name,
+        "__doc__": "Lets a data-parallel wrapper's forward run any model method, so gradients are synchronised.",
+    })
+    return dispatch

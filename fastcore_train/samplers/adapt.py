@@ -1,8 +1,8 @@
 """Swapping a dataloader's sampling for a reproducible one: the decision, written once.
 
 A backend only reports what its dataloader samples (:class:`DataLoaderArgs`, from
-``driver.get_dataloader_args``) and rebuilds a dataloader around a new batch sampler
-(``driver.replace_batch_sampler``); which reproducible sampler to use is decided here, the same
+``driver.data.dataloader_args``) and rebuilds a dataloader around a new batch sampler
+(``driver.data.replace_batch_sampler``); which reproducible sampler to use is decided here, the same
 way for every framework.
 """
 from __future__ import annotations
@@ -56,17 +56,17 @@ def make_reproducible_dataloader(driver: Any, dataloader: Any, seed: int = 0, nu
     Returns ``dataloader`` itself when its kind cannot take another batch sampler (e.g. an
     iterable-style dataset); resuming such a loader mid-epoch skips batches instead.
     """
-    args = driver.get_dataloader_args(dataloader)
+    args = driver.data.dataloader_args(dataloader)
     if args is None:
         return dataloader
     batch_sampler = choose_batch_sampler(args, seed)
     if num_replicas > 1:
         batch_sampler.set_distributed(num_replicas, rank, pad=pad)
-    return driver.replace_batch_sampler(dataloader, batch_sampler)
+    return driver.data.replace_batch_sampler(dataloader, batch_sampler)
 
 
 def find_reproducible_batch_sampler(driver: Any, dataloader: Any) -> Optional[ReproducibleBatchSampler]:
-    batch_sampler = driver.get_batch_sampler(dataloader)
+    batch_sampler = driver.data.batch_sampler(dataloader)
     return batch_sampler if isinstance(batch_sampler, ReproducibleBatchSampler) else None
 
 
@@ -99,9 +99,9 @@ def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]
     Returns ``(dataloader, split)``; ``split`` is False when the loader could not be divided, in
     which case every rank evaluates all of it and results need no cross-rank aggregation.
     """
-    args = driver.get_dataloader_args(dataloader)
+    args = driver.data.dataloader_args(dataloader)
     if args is None or not args.default_batching or not args.batch_size:
         return dataloader, False
     sampler = UnrepeatedSequentialSampler(args.dataset)
-    sampler.set_distributed(driver.world_size, driver.rank)
-    return driver.replace_batch_sampler(dataloader, BatchedIndices(sampler, args.batch_size, drop_last=False)), True
+    sampler.set_distributed(driver.comm.world_size, driver.comm.rank)
+    return driver.data.replace_batch_sampler(dataloader, BatchedIndices(sampler, args.batch_size, drop_last=False)), True

@@ -57,7 +57,7 @@ def test_checkpoint_callback_saves_models_by_default(harness, tmp_path):
     saver = CheckpointCallback(tmp_path, every_n_batches=3)
     trainer, _ = scripted_trainer(harness, [0.1, 0.2], [saver])
     trainer.run(num_eval_sanity_batch=0)
-    suffix = trainer.driver.model_file_suffix
+    suffix = trainer.driver.io.model_file_suffix
     assert sorted(p.name for p in saver.run_folder.iterdir()) == ["epoch_0-batch_3", "epoch_1-batch_6"]
     assert [p.name for p in (saver.run_folder / "epoch_0-batch_3").iterdir()] == [f"model{suffix}"]
 

@@ -30,7 +30,7 @@ def _driver_clipped_grads(harness, clip_type: str, value: float) -> tuple[dict[s
     trainer.backward(trainer.train_step(batch))
     driver = trainer.driver
     if clip_type == "norm":
-        returned = float(driver.tensor_to_numeric(driver.clip_grad_norm(value)))
+        returned = float(driver.data.to_numeric(driver.clip_grad_norm(value)))
     else:
         returned = driver.clip_grad_value(value)
     return harness.grads_of(model, driver.optimizers[0]), returned

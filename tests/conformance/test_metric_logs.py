@@ -28,7 +28,7 @@ def build(harness, callbacks, losses=None, evaluations=None, n_epochs=3):
                                  *callbacks])
     if losses is not None:
         trainer.add_callback_fn(Event.on_train_batch_end(every=2), lambda t: losses.__setitem__(
-            t.global_forward_batches, float(t.driver.tensor_to_numeric(t.last_loss))))
+            t.global_forward_batches, float(t.driver.data.to_numeric(t.last_loss))))
     if evaluations is not None:
         trainer.add_callback_fn(Event.on_evaluate_end(), lambda t, results: evaluations.__setitem__(
             t.global_forward_batches, dict(results)))

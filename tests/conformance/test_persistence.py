@@ -62,7 +62,7 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     trainer.run(num_eval_sanity_batch=0)
     trainer.save_checkpoint(tmp_path / "ckpt")
     names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
-    suffix = trainer.driver.model_file_suffix
+    suffix = trainer.driver.io.model_file_suffix
     assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json",
                             "callback_states.pkl"])
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
@@ -93,7 +93,7 @@ def test_loading_a_damaged_or_foreign_folder_is_a_clear_error(harness, tmp_path)
         trainer.load_checkpoint(tmp_path / "ckpt")
     meta["backend"] = harness.driver_name
     (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
-    model_path = tmp_path / "ckpt" / f"model{trainer.driver.model_file_suffix}"
+    model_path = tmp_path / "ckpt" / f"model{trainer.driver.io.model_file_suffix}"
     shutil.rmtree(model_path) if model_path.is_dir() else model_path.unlink()  # oneflow.save writes a folder
     with pytest.raises(CheckpointError, match="misses its model file"):
         trainer.load_checkpoint(tmp_path / "ckpt")

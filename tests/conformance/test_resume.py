@@ -29,7 +29,7 @@ def build_run(harness, weights_seed: int, losses: dict, callbacks=(), batch_size
                       driver=harness.driver_name, n_epochs=n_epochs, progress_bar=None,
                       callbacks=[LRSchedCallback(scheduler, step_on="batch"), *callbacks])
     trainer.add_callback_fn(Event.on_after_backward(), lambda t: losses.__setitem__(
-        t.global_forward_batches + 1, t.driver.tensor_to_numeric(t.last_loss)))
+        t.global_forward_batches + 1, t.driver.data.to_numeric(t.last_loss)))
     return trainer, model
 
 

@@ -14,7 +14,7 @@ from typing import Any, Callable, ContextManager, Optional
 
 import numpy as np
 
-from fastcore_train.drivers import Driver
+from fastcore_train.drivers import DataAdapter, Driver, Persistence
 
 RECEIVED_KWARGS: list[dict[str, Any]] = []  # what create_driver was given, for the tests to inspect
 
@@ -63,28 +63,63 @@ class SGD:
             grad[...] = 0
 
 
+class NumpyData(DataAdapter):
+    """Batches are numpy arrays already: nothing to move; losses read as their value."""
+
+    def to_numeric(self, value: Any) -> Any:
+        if isinstance(value, Loss):
+            return value.value
+        if isinstance(value, dict):
+            return {key: self.to_numeric(item) for key, item in value.items()}
+        return value.tolist() if isinstance(value, np.ndarray) else value
+
+
+class NumpyPersistence(Persistence):
+    """Weights with ``np.savez``, learning rates as JSON, no random state of its own."""
+
+    model_file_suffix = ".npz"
+
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        with open(path, "wb") as handle:
+            np.savez(handle, **self.driver.model.params)
+
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        with np.load(path) as saved:
+            for name in self.driver.model.params:
+                self.driver.model.params[name][...] = saved[name]
+
+    def save_training_state(self, path: Path) -> None:
+        Path(path).write_text(json.dumps({"lr": [optimizer.lr for optimizer in self.driver.optimizers]}))
+
+    def load_training_state(self, path: Path) -> None:
+        for optimizer, lr in zip(self.driver.optimizers, json.loads(Path(path).read_text())["lr"]):
+            optimizer.lr = lr
+
+    def rng_state(self) -> Any:
+        return None
+
+    def load_rng_state(self, state: Any) -> None:
+        pass
+
+
 class NumpyDriver(Driver):
     """A single-process driver; ``grad_scale`` (from ``mine_kwargs``) multiplies every gradient."""
 
     backend = "mine"
-    model_file_suffix = ".npz"
+    _optimizer_type = SGD
+    _optimizer_name = "tests.drivers.numpy_backend.SGD"
 
     def __init__(self, model: SoftmaxRegression, grad_scale: float = 1.0, **kwargs: Any) -> None:
         super().__init__(model, **kwargs)
         self.grad_scale = grad_scale
+        self.data = NumpyData()
+        self.io = NumpyPersistence(self)
 
     def setup(self) -> None:
         pass
 
-    def check_optimizer(self, optimizer: Any) -> None:
-        if not isinstance(optimizer, SGD):
-            raise TypeError(f"driver='mine' needs a tests.drivers.numpy_backend.SGD, got {type(optimizer).__name__}.")
-
-    def check_dataloader(self, dataloader: Any, name: str) -> None:
-        iter(dataloader)
-
     @property
-    def model_device(self) -> str:
+    def device(self) -> str:
         return "cpu"
 
     def get_model_call_fn(self, fn_name: str, for_training: bool = True
@@ -109,42 +144,6 @@ class NumpyDriver(Driver):
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
             optimizer.zero_grad()
-
-    def move_data_to_device(self, batch: Any) -> Any:
-        return batch
-
-    @property
-    def needs_data_move(self) -> bool:
-        return False
-
-    def tensor_to_numeric(self, value: Any) -> Any:
-        if isinstance(value, Loss):
-            return value.value
-        if isinstance(value, dict):
-            return {key: self.tensor_to_numeric(item) for key, item in value.items()}
-        return value.tolist() if isinstance(value, np.ndarray) else value
-
-    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        with open(path, "wb") as handle:
-            np.savez(handle, **self.model.params)
-
-    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        with np.load(path) as saved:
-            for name in self.model.params:
-                self.model.params[name][...] = saved[name]
-
-    def save_training_state(self, path: Path) -> None:
-        Path(path).write_text(json.dumps({"lr": [optimizer.lr for optimizer in self.optimizers]}))
-
-    def load_training_state(self, path: Path) -> None:
-        for optimizer, lr in zip(self.optimizers, json.loads(Path(path).read_text())["lr"]):
-            optimizer.lr = lr
-
-    def get_rng_state(self) -> Any:
-        return None
-
-    def set_rng_state(self, state: Any) -> None:
-        pass
 
 
 # ---------------------------------------------------------------------- the backend module contract

@@ -11,6 +11,7 @@ from typing import Any, Optional
 import pytest
 
 from fastcore_train.drivers import Driver
+from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.drivers import precision as precision_module
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY, Precision
 
@@ -213,12 +214,16 @@ class Model:
         return iter(["w", "b"])
 
 
+def _bare(base: type, **methods: Any) -> type:
+    """A subclass of ``base`` whose abstract methods do nothing (and ``methods``)."""
+    nothing: dict[str, Any] = {name: (lambda self, *args, **kwargs: None) for name in base.__abstractmethods__}
+    return type(f"Bare{base.__name__}", (base,), {**nothing, **methods})
+
+
 def _driver(precision: Optional[Precision] = None, stepping: Optional[list] = None) -> Driver:
     """A Driver whose abstract methods do nothing, holding ``precision`` (its default if None)."""
-    methods: dict[str, Any] = {name: (lambda self, *args, **kwargs: None) for name in Driver.__abstractmethods__}
-    if stepping is not None:
-        methods["stepping_optimizers"] = lambda self: stepping
-    driver = type("BareDriver", (Driver,), methods)(Model())
+    driver = _bare(Driver, **({"_stepping_optimizers": lambda self: stepping} if stepping is not None else {}))(Model())
+    driver.io = _bare(Persistence)(driver)
     if precision is not None:
         driver.precision = precision
     return driver
@@ -229,8 +234,8 @@ def test_the_driver_delegates_to_its_precision():
     precision = scaled(calls)
     driver = _driver(precision)
     driver.optimizers = [Optimizer(calls, "a")]
-    assert driver.grad_scaler is precision.scaler
-    with driver.auto_cast():
+    assert driver.precision.scaler is precision.scaler
+    with driver.precision.forward_context():
         driver.backward(Loss(calls))
     assert driver.clip_grad_norm(0.5) == "norm"
     driver.clip_grad_value(0.1)
@@ -238,7 +243,7 @@ def test_the_driver_delegates_to_its_precision():
     assert calls == [("autocast",), ("scale", "loss"), ("backward", "scaled loss"), ("unscale_", "a"),
                      ("clip_grad_norm_", ["w", "b"], 0.5, 2.0), ("clip_grad_value_", ["w", "b"], 0.1),
                      ("scaler.step", "a"), ("update",)]
-    driver.grad_scaler = None
+    driver.precision.scaler = None
     assert precision.scaler is None
 
 
@@ -255,7 +260,7 @@ def test_the_driver_steps_and_unscales_its_stepping_optimizers():
 
 def test_a_driver_is_full_precision_by_default():
     driver = _driver()
-    assert type(driver.precision) is Precision and driver.grad_scaler is None and not driver.precision.fp16
+    assert type(driver.precision) is Precision and driver.precision.scaler is None and not driver.precision.fp16
     with pytest.raises(NotImplementedError, match="cannot clip gradients by norm"):
         driver.clip_grad_norm(1.0)
 
@@ -276,22 +281,22 @@ def test_training_state_keeps_the_optimizers_and_the_scaler_state_under_their_ke
     driver = _driver(scaled([]))
     driver.precision.scaler.scale_value = 512.0
     driver.optimizers = [StatefulOptimizer([], "a")]
-    state = driver.training_state([optimizer.state_dict() for optimizer in driver.optimizers])
+    state = driver.io.training_state([optimizer.state_dict() for optimizer in driver.optimizers])
     assert state == {"optimizers": [{"lr": 0.1}], "grad_scaler": {"scale": 512.0}}
-    assert _driver().training_state([]) == {"optimizers": [], "grad_scaler": None}
+    assert _driver().io.training_state([]) == {"optimizers": [], "grad_scaler": None}
 
     restored = _driver(scaled([]))
     restored.optimizers = [StatefulOptimizer([], "a")]
     restored.optimizers[0].state = {"lr": 0.5}
-    restored.restore_training_state(state)
-    assert restored.optimizers[0].state == {"lr": 0.1} and restored.grad_scaler.scale_value == 512.0
+    restored.io.restore_training_state(state)
+    assert restored.optimizers[0].state == {"lr": 0.1} and restored.precision.scaler.scale_value == 512.0
 
 
 def test_restoring_uses_the_given_optimizer_loader_and_checks_the_count():
     loaded: list = []
     driver = _driver()
     driver.optimizers = [StatefulOptimizer([], "a")]
-    driver.restore_training_state({"optimizers": [{"lr": 1.0}]}, lambda optimizer, saved: loaded.append(saved))
+    driver.io.restore_training_state({"optimizers": [{"lr": 1.0}]}, lambda optimizer, saved: loaded.append(saved))
     assert loaded == [{"lr": 1.0}]  # and no scaler state, as jittor's files have none
     with pytest.raises(ValueError, match=r"holds 2 optimizer state\(s\) but the trainer has 1 optimizer\(s\)"):
-        driver.restore_training_state({"optimizers": [{}, {}], "grad_scaler": None})
+        driver.io.restore_training_state({"optimizers": [{}, {}], "grad_scaler": None})

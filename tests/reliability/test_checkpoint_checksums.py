@@ -69,7 +69,7 @@ def test_files_added_to_the_folder_later_are_not_checked(harness, saved):
 def test_a_flipped_byte_is_an_error_naming_the_file(harness, saved, which):
     trainer, folder = saved
     damaged = largest_file(model_file(folder, trainer.driver) if which == "model" else
-                           folder / f"{TRAINING_STATE_STEM}{trainer.driver.model_file_suffix}")
+                           folder / f"{TRAINING_STATE_STEM}{trainer.driver.io.model_file_suffix}")
     flip_a_byte(damaged)
     other = fresh(harness)
     before = harness.get_weights(other.model)

@@ -1,4 +1,5 @@
-"""Reading how a ``jittor.dataset.Dataset`` samples, and a copy of it drawing from our batch sampler.
+"""Reading how a ``jittor.dataset.Dataset`` samples, a copy of it drawing from our batch sampler, and
+the driver's data layer (:class:`JittorData`).
 
 A jittor Dataset is its own loader: ``set_attrs(batch_size=..., shuffle=...)`` configures it,
 ``len()`` counts batches and, under MPI, ``batch_size`` is the global batch that jittor splits
@@ -14,6 +15,8 @@ from typing import Any, Iterator, Optional
 
 from jittor.dataset import Dataset
 
+from fastcore_train.backends.jittor.tensors import to_numeric
+from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
 #: Attributes of a Dataset tied to its worker processes, which a copy must not share.
@@ -89,3 +92,13 @@ def replace_batch_sampler(dataloader: Any, batch_sampler: Any) -> SampledDataset
     if not isinstance(dataloader, Dataset):
         raise TypeError(f"Cannot give a {type(dataloader).__name__} another batch sampler: pass a jittor.dataset.Dataset.")
     return SampledDataset(_copy_dataset(dataloader), batch_sampler)
+
+
+class JittorData(DataAdapter):
+    """``driver.data`` for jittor: Vars live wherever ``jt.flags.use_cuda`` says, so batches are
+    never moved."""
+
+    example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
+    dataloader_args = staticmethod(get_dataloader_args)
+    replace_batch_sampler = staticmethod(replace_batch_sampler)
+    to_numeric = staticmethod(to_numeric)

@@ -18,8 +18,9 @@ from typing import Any, Optional
 import jittor as jt
 from jittor.dataset import Dataset
 
-from fastcore_train.backends.jittor import collectives
+from fastcore_train.backends.jittor.dataloader import JittorData
 from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
+from fastcore_train.backends.jittor.world import JittorCollectives
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import BatchedIndices
 from fastcore_train.launch import check_output_choice, redirect_own_output
@@ -35,27 +36,12 @@ class JittorMPIDriver(JittorSingleDriver):
                  **kwargs: Any) -> None:
         self.output_from_new_proc = check_output_choice(kwargs.pop("output_from_new_proc", "only_error"))
         super().__init__(model, device=device, fp16=fp16, jittor_kwargs=jittor_kwargs, **kwargs)
-        self._launch_world_size = launch_world_size
+        self.comm = JittorCollectives(launch_world_size)
+        self.data = JittorMPIData(self._device, self.comm)
         if jt.in_mpi and os.environ.get(LAUNCHED_RANK_ENV) == "mpi":
             # We re-ran the script under mpirun: its worker ranks follow output_from_new_proc as the
             # workers other backends spawn do. Under a user's own mpirun, output is left to mpirun.
-            redirect_own_output(self.output_from_new_proc, int(jt.rank))
-
-    # ------------------------------------------------------------------ facts
-    def is_distributed(self) -> bool:
-        return True
-
-    @property
-    def rank(self) -> int:
-        return int(jt.rank) if jt.in_mpi else 0
-
-    @property
-    def world_size(self) -> int:
-        return int(jt.world_size) if jt.in_mpi else (self._launch_world_size or 1)
-
-    @property
-    def local_rank(self) -> int:
-        return int(jt.mpi.local_rank()) if jt.in_mpi else 0
+            redirect_own_output(self.output_from_new_proc, self.comm.rank)
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -65,28 +51,24 @@ class JittorMPIDriver(JittorSingleDriver):
             parameter.assign(parameter.mpi_broadcast(0))
         jt.sync_all()
 
-    # ------------------------------------------------------------------ data
-    def get_dataloader_args(self, dataloader: Any) -> Any:
+
+class JittorMPIData(JittorData):
+    """``driver.data`` of an MPI rank: a jittor Dataset's ``batch_size`` is read as the global batch."""
+
+    def __init__(self, device: Any, comm: JittorCollectives) -> None:
+        super().__init__(device)
+        self.comm = comm
+
+    def dataloader_args(self, dataloader: Any) -> Any:
         """As in one process, except that a jittor Dataset's ``batch_size`` is the global batch (jittor's
         meaning under MPI): each rank's share is ``ceil(batch_size / world_size)``."""
-        args = super().get_dataloader_args(dataloader)
+        args = super().dataloader_args(dataloader)
         if args is None or not isinstance(dataloader, Dataset):
             return args
-        per_rank = -(-args.batch_size // self.world_size)
-        if per_rank * self.world_size != args.batch_size and self.is_global_zero():
+        per_rank = -(-args.batch_size // self.comm.world_size)
+        if per_rank * self.comm.world_size != args.batch_size and self.comm.is_global_zero():
             logger.warning("batch_size=%d is not divisible by the %d MPI ranks: each rank takes %d samples per "
                            "batch, so training on it differs from one process with batch_size=%d.",
-                           args.batch_size, self.world_size, per_rank, args.batch_size)
+                           args.batch_size, self.comm.world_size, per_rank, args.batch_size)
         return dataclasses.replace(args, batch_size=per_rank,
                                    batch_sampler=BatchedIndices(args.sampler, per_rank, args.drop_last))
-
-    # ------------------------------------------------------------------ collectives
-    def barrier(self) -> None:
-        jt.sync_all()
-        collectives.barrier()
-
-    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        return collectives.broadcast_object(obj, src)
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        return collectives.all_gather_object(obj)

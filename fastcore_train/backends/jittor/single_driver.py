@@ -1,21 +1,19 @@
 """``JittorSingleDriver``: one process, on the CPU or jittor's GPU."""
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Callable, ContextManager, Optional
 
 import jittor as jt
 
-from fastcore_train.backends.jittor import dataloader as jittor_dataloader
+from fastcore_train.backends.jittor.dataloader import JittorData
 from fastcore_train.backends.jittor.devices import parse_device, use_device
+from fastcore_train.backends.jittor.persistence import JittorPersistence
 from fastcore_train.backends.jittor.precision import JittorPrecision
 from fastcore_train.backends.jittor.rng import StepSeeder
-from fastcore_train.backends.jittor.tensors import to_numeric
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.parallel.placement import device_name
 
 _JITTOR_KWARGS = {"amp_level"}
-TRAINING_STATE_FORMAT = "fastcore_train.jittor.training_state.v1"
 
 
 def check_jittor_kwargs(jittor_kwargs: Optional[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
@@ -25,23 +23,6 @@ def check_jittor_kwargs(jittor_kwargs: Optional[dict[str, Any]], accepted: set[s
     if unknown:
         raise TypeError(f"Unknown jittor_kwargs {sorted(unknown)}; accepted: {sorted(accepted)}.")
     return jittor_kwargs
-
-
-def optimizer_state(optimizer: jt.optim.Optimizer) -> dict[str, Any]:
-    """``optimizer.state_dict()`` without the parameters and gradients its groups also hold
-    (``load_state_dict`` ignores the parameters; pending gradients are not training state)."""
-    state = optimizer.state_dict()
-    defaults = dict(state["defaults"])
-    if "param_groups" in defaults:
-        defaults["param_groups"] = [{key: value for key, value in group.items() if key not in ("params", "grads")}
-                                    for group in defaults["param_groups"]]
-    return {**state, "defaults": defaults}
-
-
-def load_optimizer_state(optimizer: jt.optim.Optimizer, state: dict[str, Any]) -> None:
-    """Restore what :func:`optimizer_state` returned; the gradients saved with it are not pending ones."""
-    optimizer.load_state_dict(state)
-    optimizer.zero_grad()
 
 
 class JittorSingleDriver(Driver):
@@ -57,7 +38,8 @@ class JittorSingleDriver(Driver):
     """
 
     backend = "jittor"
-    model_file_suffix = ".pkl"
+    _optimizer_type = jt.optim.Optimizer
+    _optimizer_name = "jittor.optim.Optimizer"
 
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
                  jittor_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
@@ -69,36 +51,25 @@ class JittorSingleDriver(Driver):
                              "keeps every variable on the one device of the process (jt.flags.use_cuda); remove "
                              "data_device, or pass the same device as device=.")
         self.precision: JittorPrecision = JittorPrecision(fp16, int(jittor_kwargs.get("amp_level", 5)))
+        self.data = JittorData(self._device)
+        self.io = JittorPersistence(self)
         self._seeder: Optional[StepSeeder] = None
 
-    # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         use_device(self._device)
         self.precision.setup()
-        self._seeder = StepSeeder(self.rank)
+        self._seeder = StepSeeder(self.comm.rank)
 
     @property
     def seeder(self) -> StepSeeder:
+        """The per-step reseeder of jittor's random streams (see ``rng.py``)."""
         if self._seeder is None:
-            self._seeder = StepSeeder(self.rank)
+            self._seeder = StepSeeder(self.comm.rank)
         return self._seeder
 
-    def check_optimizer(self, optimizer: Any) -> None:
-        if not isinstance(optimizer, jt.optim.Optimizer):
-            raise TypeError(f"The jittor driver needs jittor.optim.Optimizer instances, got {type(optimizer).__name__}.")
-
-    def check_dataloader(self, dataloader: Any, name: str) -> None:
-        if not hasattr(dataloader, "__iter__"):
-            raise TypeError(f"{name} must be iterable (e.g. a jittor.dataset.Dataset with set_attrs(batch_size=...)), "
-                            f"got {type(dataloader).__name__}.")
-
     @property
-    def model_device(self) -> str:
+    def device(self) -> str:
         return self._device
-
-    @property
-    def needs_data_move(self) -> bool:
-        return False  # jittor Vars live wherever jt.flags.use_cuda says; there is nothing to move
 
     # ------------------------------------------------------------------ forward / backward
     def _model_method(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
@@ -122,14 +93,6 @@ class JittorSingleDriver(Driver):
             return fn(*args, **kwargs)
 
         return training_call, signature
-
-    def set_model_mode(self, mode: str) -> None:
-        if mode not in ("train", "eval"):
-            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
-        if mode == "train":
-            self.unwrap_model().train()
-        else:
-            self.unwrap_model().eval()
 
     def evaluate_context(self) -> ContextManager[Any]:
         return jt.no_grad()
@@ -183,56 +146,3 @@ class JittorSingleDriver(Driver):
         for _, grads in self._pending_gradients():
             for grad in grads:
                 grad.update(grad.clamp(-clip_value, clip_value))
-
-    def move_data_to_device(self, batch: Any) -> Any:
-        return batch
-
-    def tensor_to_numeric(self, value: Any) -> Any:
-        return to_numeric(value)
-
-    # ------------------------------------------------------------------ data
-    def get_dataloader_args(self, dataloader: Any) -> Any:
-        return jittor_dataloader.get_dataloader_args(dataloader)
-
-    def replace_batch_sampler(self, dataloader: Any, batch_sampler: Any) -> Any:
-        return jittor_dataloader.replace_batch_sampler(dataloader, batch_sampler)
-
-    # ------------------------------------------------------------------ persistence
-    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        """``jt.save`` of the state dict (numpy arrays), or of the whole model when ``only_state_dict=False``."""
-        jt.sync_all()
-        model = self.unwrap_model()
-        jt.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
-
-    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = jt.load(str(path), **kwargs)
-        if isinstance(loaded, jt.Module):
-            loaded = loaded.state_dict()
-        if not isinstance(loaded, dict):
-            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a jittor model or state dict.")
-        model = self.unwrap_model()
-        expected = set(model.state_dict())
-        missing, unexpected = sorted(expected - set(loaded)), sorted(set(loaded) - expected)
-        if missing or unexpected:
-            raise ValueError(f"{str(path)!r} does not fit the model {type(model).__name__}: missing {missing}, "
-                             f"unexpected {unexpected}. Load it into a model of the same structure as the one saved.")
-        model.load_state_dict(loaded)
-        jt.sync_all()
-
-    def save_training_state(self, path: Path) -> None:
-        jt.sync_all()
-        jt.save({"format": TRAINING_STATE_FORMAT,
-                 "optimizers": [optimizer_state(optimizer) for optimizer in self.optimizers]}, str(path))
-
-    def load_training_state(self, path: Path) -> None:
-        state = jt.load(str(path))
-        if not isinstance(state, dict) or state.get("format") != TRAINING_STATE_FORMAT:
-            raise ValueError(f"{str(path)!r} was not written by fastcore_train's jittor driver.")
-        self.restore_training_state(state, load_optimizer_state)  # jittor has no scaler state to restore
-        jt.sync_all()
-
-    def get_rng_state(self) -> dict[str, Any]:
-        return self.seeder.state()
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        self.seeder.load(state)

@@ -1,11 +1,21 @@
-"""Which rank this process is: jittor's own word on MPI (``jt.in_mpi``, ``jt.rank``), with mpirun's
-variables (read by the shared :mod:`fastcore_train.parallel.environment`) for the details."""
+"""Which rank this process is and its collectives: jittor's own word on MPI (``jt.in_mpi``,
+``jt.rank``), with mpirun's variables (read by the shared
+:mod:`fastcore_train.parallel.environment`) for the details.
+
+Python objects cross MPI ranks with jittor's MPI binding: pickled, then broadcast as bytes.
+``jt.mpi.broadcast(array, root)`` broadcasts a numpy array in place; gathering is one broadcast
+per rank (first the payload's length, then the payload), which is plenty for the small objects
+the Trainer exchanges (metric states, RNG states, flags).
+"""
 from __future__ import annotations
 
-from typing import Optional
+import pickle
+from typing import Any, Optional
 
 import jittor as jt
+import numpy as np
 
+from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.environment import MPIRUN, RankFacts
 
 
@@ -15,3 +25,60 @@ def world_from_environment() -> Optional[RankFacts]:
         return None
     return MPIRUN.detect() or RankFacts(rank=int(jt.rank), local_rank=int(jt.rank), world_size=int(jt.world_size),
                                         launcher=MPIRUN.name)
+
+
+def _mpi() -> Any:
+    mpi = jt.mpi
+    if mpi is None:
+        raise RuntimeError("jittor's MPI support is not available in this process; run it under mpirun "
+                           "(install MPI with: apt-get install -y openmpi-bin libopenmpi-dev).")
+    return mpi
+
+
+def broadcast_object(obj: Any, src: int = 0) -> Any:
+    """Rank ``src``'s ``obj`` on every rank."""
+    mpi = _mpi()
+    payload = pickle.dumps(obj) if mpi.world_rank() == src else b""
+    size = np.array([len(payload)], dtype=np.int64)
+    mpi.broadcast(size, src)
+    buffer = np.frombuffer(payload, dtype=np.uint8).copy() if mpi.world_rank() == src else \
+        np.empty(int(size[0]), dtype=np.uint8)
+    if buffer.size:
+        mpi.broadcast(buffer, src)
+    return obj if mpi.world_rank() == src else pickle.loads(buffer.tobytes())
+
+
+def all_gather_object(obj: Any) -> list[Any]:
+    """Every rank's ``obj``, in rank order."""
+    mpi = _mpi()
+    return [broadcast_object(obj, rank) for rank in range(mpi.world_size())]
+
+
+def barrier() -> None:
+    """Wait for every rank."""
+    _mpi().mpi_barrier()
+
+
+class JittorCollectives(Collectives):
+    """``driver.comm`` of an MPI rank: rank facts from jittor, collectives through its MPI binding.
+
+    Before the job is started (rank 0 about to re-run itself under mpirun) it is rank 0 of
+    ``launch_world_size``.
+    """
+
+    def __init__(self, launch_world_size: Optional[int] = None) -> None:
+        if jt.in_mpi:
+            facts = RankFacts(rank=int(jt.rank), local_rank=int(jt.mpi.local_rank()), world_size=int(jt.world_size))
+        else:
+            facts = RankFacts(rank=0, local_rank=0, world_size=launch_world_size or 1)
+        super().__init__(facts, distributed=True)
+
+    def barrier(self) -> None:
+        jt.sync_all()
+        barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        return broadcast_object(obj, src)
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        return all_gather_object(obj)

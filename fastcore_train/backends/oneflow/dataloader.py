@@ -1,5 +1,5 @@
-"""Reading how a ``oneflow.utils.data.DataLoader`` samples, and rebuilding it around another batch
-sampler (the user's loader is left untouched).
+"""Reading how a ``oneflow.utils.data.DataLoader`` samples, rebuilding it around another batch
+sampler (the user's loader is left untouched), and the driver's data layer (:class:`OneflowData`).
 
 oneflow's DataLoader mirrors torch's, so the logic is the shared
 :class:`fastcore_train.samplers.dataloader_adapter.DataLoaderAdapter`; only oneflow's classes are
@@ -7,8 +7,12 @@ named here.
 """
 from __future__ import annotations
 
+from typing import Any
+
 from oneflow.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
+from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
+from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
 #: oneflow refuses worker settings without worker processes, so those are dropped for num_workers=0.
@@ -19,3 +23,16 @@ _ADAPTER = DataLoaderAdapter(dataloader=DataLoader, iterable_dataset=IterableDat
                              worker_only=("prefetch_factor", "persistent_workers"))
 get_dataloader_args = _ADAPTER.get_dataloader_args
 replace_batch_sampler = _ADAPTER.replace_batch_sampler
+
+
+class OneflowData(DataAdapter):
+    """``driver.data`` for oneflow: loaders read and rebuilt by the shared adapter, batches moved
+    with ``Tensor.to(device)``."""
+
+    example = "a oneflow.utils.data.DataLoader"
+    dataloader_args = staticmethod(get_dataloader_args)
+    replace_batch_sampler = staticmethod(replace_batch_sampler)
+    to_numeric = staticmethod(to_numeric)
+
+    def move(self, batch: Any) -> Any:
+        return move_to_device(batch, self.device)

@@ -20,36 +20,35 @@ from __future__ import annotations
 
 import contextlib
 import os
-import pickle
 from typing import Any, Callable, ContextManager, Iterator, Optional
 
 import oneflow as flow
 from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
-from fastcore_train.backends.oneflow.world import World
-from fastcore_train.drivers.data_parallel import DataParallelFacts, method_dispatch_class
-from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.backends.oneflow.world import OneflowCollectives
+from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.log import logger
+from fastcore_train.parallel.environment import RankFacts
 
 
 _MethodDispatch = method_dispatch_class(flow.nn.Module, __name__)
 
 
-class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
+class OneflowDDPDriver(OneflowSingleDriver):
     """One rank of a oneflow DDP job. In a self-launched job, the plain process holding this driver
     only supervises: its launcher (:class:`~fastcore_train.parallel.launcher.SpawnAllRanks`) starts
     every rank before :meth:`setup` and never returns."""
 
-    def __init__(self, model: flow.nn.Module, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: flow.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  oneflow_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         oneflow_kwargs = dict(oneflow_kwargs or {})
         self._ddp_kwargs = oneflow_kwargs.pop("ddp_kwargs", {})
         super().__init__(model, device=device, fp16=fp16, oneflow_kwargs=oneflow_kwargs, **kwargs)
-        self.world = world
+        self.comm = OneflowCollectives(world, self._device)
         self._user_ddp = bool(getattr(model, "_is_ddp_module", False))
         self._skip_sync = False
 
-    # ------------------------------------------------------------------ facts
     def unwrap_model(self) -> flow.nn.Module:
         return self._user_module
 
@@ -59,14 +58,14 @@ class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
-        if flow.env.get_world_size() != self.world_size:
+        if flow.env.get_world_size() != self.comm.world_size:
             raise RuntimeError(
                 f"oneflow was imported with world size {flow.env.get_world_size()}, but this rank belongs to a job "
-                f"of {self.world_size}; oneflow reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when first imported, "
+                f"of {self.comm.world_size}; oneflow reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when first imported, "
                 "so set them before importing it (python -m oneflow.distributed.launch does).")
         if self._device.type == "cpu":
             # Ranks sharing a machine's cores: without this each would start one thread per core.
-            ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))
+            ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.comm.world_size))
             flow.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
         if self._user_ddp:
             # Already wrapped: oneflow's DDP registered its all-reduce hooks on these very parameter
@@ -77,7 +76,8 @@ class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
             self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
             self.model.register_forward_hook(self._after_ddp_forward)
         self.precision.setup()
-        self._setup_rng()
+        self._reseeder = None
+        self.reseeder()  # from the seed and the generators the model has now
 
     def _check_user_ddp_device(self) -> None:
         devices = {parameter.device.type for parameter in self._user_module.parameters()}
@@ -110,7 +110,7 @@ class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
         with flow.no_grad():
             for parameter in self._user_module.parameters():
                 if parameter.grad is not None:
-                    parameter.grad.mul_(float(self.world_size))
+                    parameter.grad.mul_(float(self.comm.world_size))
 
     def no_sync(self) -> ContextManager[Any]:
         """Skip the gradient all-reduce (accumulation micro-steps); oneflow 0.9 has no ``no_sync``."""
@@ -119,32 +119,3 @@ class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
                            "yourself; every accumulation step all-reduces.")
             return contextlib.nullcontext()
         return self._no_sync()
-
-    # ------------------------------------------------------------------ collectives
-    def barrier(self) -> None:
-        flow.comm.barrier()
-
-    def _comm_device(self) -> flow.device:
-        return self._device
-
-    def all_gather_object(self, obj: Any) -> list[Any]:
-        payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self._comm_device())
-        size = flow.tensor([payload.numel()], dtype=flow.int64, device=self._comm_device())
-        sizes = [flow.zeros(1, dtype=flow.int64, device=self._comm_device()) for _ in range(self.world_size)]
-        flow.comm.all_gather(sizes, size)
-        longest = max(int(s.item()) for s in sizes)
-        padded = flow.zeros(longest, dtype=flow.uint8, device=self._comm_device())
-        padded[:payload.numel()] = payload
-        gathered = [flow.zeros(longest, dtype=flow.uint8, device=self._comm_device()) for _ in range(self.world_size)]
-        flow.comm.all_gather(gathered, padded)
-        return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
-
-    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
-        data = pickle.dumps(obj) if self.rank == src else b""
-        size = flow.tensor([len(data)], dtype=flow.int64, device=self._comm_device())
-        flow.comm.broadcast(size, src)
-        payload = flow.zeros(int(size.item()), dtype=flow.uint8, device=self._comm_device())
-        if self.rank == src:
-            payload = flow.tensor(list(data), dtype=flow.uint8, device=self._comm_device())
-        flow.comm.broadcast(payload, src)
-        return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))

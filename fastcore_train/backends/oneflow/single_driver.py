@@ -1,17 +1,15 @@
 """``OneflowSingleDriver``: one process, one device (CPU or one CUDA GPU)."""
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, ContextManager, Optional
 
 import oneflow as flow
 
-from fastcore_train.backends.oneflow import dataloader as oneflow_dataloader
+from fastcore_train.backends.oneflow.dataloader import OneflowData
+from fastcore_train.backends.oneflow.persistence import OneflowPersistence
 from fastcore_train.backends.oneflow.precision import OneflowPrecision
 from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
-from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.model_calls import single_process_call
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype"}
 
@@ -66,115 +64,46 @@ class OneflowSingleDriver(Driver):
     """
 
     backend = "oneflow"
-    model_file_suffix = ".oneflow"  # flow.save writes a folder: checkpoint/model.oneflow/
+    _optimizer_type = flow.optim.Optimizer
+    _optimizer_name = "oneflow.optim.Optimizer"
 
     def __init__(self, model: flow.nn.Module, device: Any = "cpu", fp16: bool = False,
                  oneflow_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
         oneflow_kwargs = check_oneflow_kwargs(oneflow_kwargs, _ONEFLOW_KWARGS)
         self._device = parse_device(device, model)
-        self._data_device = parse_device(data_device, model) if data_device is not None else self._device
+        data_place = parse_device(data_device, model) if data_device is not None else self._device
+        self.data = OneflowData(data_place, needs_move=data_place.type != "cpu")
+        self.io = OneflowPersistence(self)
         self._set_grad_to_none = bool(oneflow_kwargs.get("set_grad_to_none", False))
         self.precision: OneflowPrecision = OneflowPrecision(self._device, fp16, oneflow_kwargs.get("gradscaler_kwargs"),
                                                             oneflow_kwargs.get("autocast_dtype", flow.float16))
-        self.rng: Optional[Reseeder] = None
+        self._reseeder: Optional[Reseeder] = None
 
-    # ------------------------------------------------------------------ set-up and facts
     def setup(self) -> None:
         self.unwrap_model().to(self._device)
         self.precision.setup()
-        self._setup_rng()
+        self._reseeder = None
+        self.reseeder()  # from the seed and the generators the model has now
 
-    def _setup_rng(self) -> None:
-        self.rng = Reseeder(flow.default_generator.initial_seed())
-        self.rng.generators = module_generators(self.unwrap_model())
-
-    def check_optimizer(self, optimizer: Any) -> None:
-        if not isinstance(optimizer, flow.optim.Optimizer):
-            raise TypeError(f"The oneflow driver needs oneflow.optim.Optimizer instances, got "
-                            f"{type(optimizer).__name__}.")
-
-    def check_dataloader(self, dataloader: Any, name: str) -> None:
-        if not hasattr(dataloader, "__iter__"):
-            raise TypeError(f"{name} must be iterable (e.g. a oneflow.utils.data.DataLoader), got "
-                            f"{type(dataloader).__name__}.")
+    def reseeder(self) -> Reseeder:
+        """The per-backward reseeder of oneflow's generators (see ``rng.py``), built on first use."""
+        if self._reseeder is None:
+            self._reseeder = Reseeder(flow.default_generator.initial_seed())
+            self._reseeder.generators = module_generators(self.unwrap_model())
+        return self._reseeder
 
     @property
-    def model_device(self) -> flow.device:
+    def device(self) -> flow.device:
         return self._device
-
-    @property
-    def data_device(self) -> flow.device:
-        return self._data_device
-
-    @property
-    def needs_data_move(self) -> bool:
-        return self._data_device.type != "cpu"
-
-    # ------------------------------------------------------------------ forward / backward
-    def get_model_call_fn(self, fn_name: str, for_training: bool = True
-                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        return single_process_call(self.model, fn_name)
-
-    def set_model_mode(self, mode: str) -> None:
-        if mode not in ("train", "eval"):
-            raise ValueError(f"mode must be 'train' or 'eval', got {mode!r}.")
-        self.model.train(mode == "train")
 
     def evaluate_context(self) -> ContextManager[Any]:
         return flow.no_grad()
 
     def backward(self, loss: flow.Tensor) -> None:
         super().backward(loss)
-        if self.rng is not None:
-            self.rng.advance()
+        self.reseeder().advance()
 
     def zero_grad(self) -> None:
         for optimizer in self.optimizers:
             optimizer.zero_grad(set_to_none=self._set_grad_to_none)
-
-    def move_data_to_device(self, batch: Any) -> Any:
-        return move_to_device(batch, self._data_device)
-
-    def tensor_to_numeric(self, value: Any) -> Any:
-        return to_numeric(value)
-
-    # ------------------------------------------------------------------ data
-    def get_dataloader_args(self, dataloader: Any) -> Any:
-        return oneflow_dataloader.get_dataloader_args(dataloader)
-
-    def replace_batch_sampler(self, dataloader: Any, batch_sampler: Any) -> Any:
-        return oneflow_dataloader.replace_batch_sampler(dataloader, batch_sampler)
-
-    # ------------------------------------------------------------------ persistence
-    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        """``flow.save`` of the state dict (or of the whole model): ``path`` becomes a folder."""
-        model = self.unwrap_model()
-        flow.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
-
-    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        if not Path(path).is_dir():
-            raise FileNotFoundError(f"{str(path)!r} is not a folder written by oneflow.save; pass the path "
-                                    "given to save_model.")
-        loaded = flow.load(str(path), map_location=self._device, **kwargs)
-        if isinstance(loaded, flow.nn.Module):
-            loaded = loaded.state_dict()
-        elif not isinstance(loaded, dict):
-            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
-        self.unwrap_model().load_state_dict(loaded)
-
-    def save_training_state(self, path: Path) -> None:
-        flow.save(self.training_state([optimizer.state_dict() for optimizer in self.optimizers]), str(path))
-
-    def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(flow.load(str(path), map_location=self._device))
-
-    def get_rng_state(self) -> dict[str, Any]:
-        if self.rng is None:
-            self._setup_rng()
-        return self.rng.state()
-
-    def set_rng_state(self, state: dict[str, Any]) -> None:
-        if self.rng is None:
-            self._setup_rng()
-        self.rng.load(state)

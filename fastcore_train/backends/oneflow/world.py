@@ -1,5 +1,6 @@
 """Which rank this process is, from the variables ``python -m oneflow.distributed.launch`` (or our
-self-launch) sets, and those variables for ranks we start ourselves.
+self-launch) sets, those variables for ranks we start ourselves, and the collectives of a rank
+(:class:`OneflowCollectives`).
 
 ``import oneflow`` reads ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and ``RANK`` once, when it
 is imported, and builds its process-wide environment from them; a plain process gets
@@ -7,15 +8,17 @@ is imported, and builds its process-wide environment from them; a plain process 
 """
 from __future__ import annotations
 
-from typing import Optional
+import pickle
+from typing import Any, Optional
 
+import oneflow as flow
+
+from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.launch import free_port
 from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
 
-World = RankFacts  # the name the oneflow drivers use for a rank's facts
 
-
-def world_from_environment() -> Optional[World]:
+def world_from_environment() -> Optional[RankFacts]:
     """The rank facts of a launched rank; None in a plain process (no launcher, or world size 1)."""
     facts = ONEFLOW_LAUNCH.detect()
     return facts if facts is not None and facts.is_distributed else None
@@ -25,3 +28,37 @@ def launch_environments(world_size: int) -> list[dict[str, str]]:
     """OneFlow's launcher variables for each rank of a one-machine job we start ourselves."""
     port = free_port()
     return [ONEFLOW_LAUNCH.variables_for(rank, world_size, "127.0.0.1", port) for rank in range(world_size)]
+
+
+class OneflowCollectives(Collectives):
+    """``driver.comm`` of a oneflow DDP rank: objects are pickled into uint8 tensors on the rank's
+    ``device`` and exchanged with ``oneflow.comm`` (which has no object collectives)."""
+
+    def __init__(self, facts: RankFacts, device: Any) -> None:
+        super().__init__(facts, distributed=True)
+        self.device = device
+
+    def barrier(self) -> None:
+        flow.comm.barrier()
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self.device)
+        size = flow.tensor([payload.numel()], dtype=flow.int64, device=self.device)
+        sizes = [flow.zeros(1, dtype=flow.int64, device=self.device) for _ in range(self.world_size)]
+        flow.comm.all_gather(sizes, size)
+        longest = max(int(s.item()) for s in sizes)
+        padded = flow.zeros(longest, dtype=flow.uint8, device=self.device)
+        padded[:payload.numel()] = payload
+        gathered = [flow.zeros(longest, dtype=flow.uint8, device=self.device) for _ in range(self.world_size)]
+        flow.comm.all_gather(gathered, padded)
+        return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        data = pickle.dumps(obj) if self.rank == src else b""
+        size = flow.tensor([len(data)], dtype=flow.int64, device=self.device)
+        flow.comm.broadcast(size, src)
+        payload = flow.zeros(int(size.item()), dtype=flow.uint8, device=self.device)
+        if self.rank == src:
+            payload = flow.tensor(list(data), dtype=flow.uint8, device=self.device)
+        flow.comm.broadcast(payload, src)
+        return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))

@@ -1,4 +1,5 @@
-"""Reading how a ``paddle.io.DataLoader`` samples, and rebuilding it around another batch sampler.
+"""Reading how a ``paddle.io.DataLoader`` samples, rebuilding it around another batch sampler, and
+the driver's data layer (:class:`PaddleData`).
 
 A paddle DataLoader draws index lists from its ``batch_sampler``: a ``paddle.io.BatchSampler``
 over ``RandomSampler``/``SequenceSampler`` when built with ``batch_size``/``shuffle``, or the one
@@ -14,6 +15,8 @@ from typing import Any
 
 from paddle.io import BatchSampler, DataLoader, DistributedBatchSampler, IterableDataset, RandomSampler, SequenceSampler
 
+from fastcore_train.backends.paddle.tensors import move_to_device, to_numeric
+from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import DataLoaderArgs
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
@@ -44,3 +47,16 @@ _ADAPTER = _PaddleAdapter(
 
 get_dataloader_args = _ADAPTER.get_dataloader_args
 replace_batch_sampler = _ADAPTER.replace_batch_sampler
+
+
+class PaddleData(DataAdapter):
+    """``driver.data`` for paddle: batches already arrive on paddle's current device (the driver's),
+    so they are moved only for a ``data_device`` of another place."""
+
+    example = "a paddle.io.DataLoader"
+    dataloader_args = staticmethod(get_dataloader_args)
+    replace_batch_sampler = staticmethod(replace_batch_sampler)
+    to_numeric = staticmethod(to_numeric)
+
+    def move(self, batch: Any) -> Any:
+        return move_to_device(batch, self.device)

@@ -18,9 +18,9 @@ from paddle.distributed import fleet
 
 from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
-from fastcore_train.backends.paddle.world import World
-from fastcore_train.drivers.data_parallel import DataParallelFacts, ObjectCollectives, method_dispatch_class
-from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.drivers.collectives import ObjectCollectives
+from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.parallel.environment import RankFacts
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
@@ -36,7 +36,7 @@ def _fleet_initialised() -> bool:
 _MethodDispatch = method_dispatch_class(paddle.nn.Layer, __name__)
 
 
-class PaddleFleetDriver(DataParallelFacts, ObjectCollectives, PaddleSingleDriver):
+class PaddleFleetDriver(PaddleSingleDriver):
     """One rank of a Fleet data-parallel job; ``world`` says which. A self-launched job's other
     ranks are started by the driver's launcher before :meth:`setup`.
 
@@ -46,17 +46,16 @@ class PaddleFleetDriver(DataParallelFacts, ObjectCollectives, PaddleSingleDriver
 
     grad_scaler_type = staticmethod(_fleet_grad_scaler)
 
-    def __init__(self, model: paddle.nn.Layer, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: paddle.nn.Layer, device: Any, world: RankFacts, fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
         self._strategy = paddle_kwargs.pop("fleet_strategy", None)
         super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
-        self.world = world
+        self.comm = ObjectCollectives(world, dist, gather_appends=True)  # paddle's all_gather_object appends
         self._user_wrapped = isinstance(model, paddle.DataParallel)
         self._user_module = model._layers if self._user_wrapped else model
         self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
 
-    # ------------------------------------------------------------------ facts
     def unwrap_model(self) -> paddle.nn.Layer:
         return self._user_module
 
@@ -64,7 +63,7 @@ class PaddleFleetDriver(DataParallelFacts, ObjectCollectives, PaddleSingleDriver
     def setup(self) -> None:
         if not is_gpu(self._device):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
-            ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", self.world_size))
+            ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", self.comm.world_size))
             paddle.base.core.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
         paddle.set_device(self._device)
         if not _fleet_initialised():  # also after the user's init_parallel_env: fleet reuses it
@@ -92,15 +91,8 @@ class PaddleFleetDriver(DataParallelFacts, ObjectCollectives, PaddleSingleDriver
                                         for optimizer in self.optimizers]
         return [wrapped for _, wrapped in self._wrapped_optimizers]
 
-    def stepping_optimizers(self) -> list[Any]:
+    def _stepping_optimizers(self) -> list[Any]:
         """Fleet's wrappers: the scaler must unscale the very objects :meth:`step` steps. The
         gradients were averaged across ranks in the backward (DataParallel's reducer), so
         clipping after it acts alike on every rank."""
         return self._fleet_optimizers()
-
-    # ------------------------------------------------------------------ collectives
-    def distributed_module(self) -> Any:
-        return dist
-
-    def gather_list(self) -> list[Any]:
-        return []  # paddle's all_gather_object appends

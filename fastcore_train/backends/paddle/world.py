@@ -17,20 +17,17 @@ import paddle.distributed as dist
 from fastcore_train.launch import free_port
 from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts
 
-World = RankFacts  # the name the paddle drivers use for a rank's facts
-
-
-def world_from_environment() -> Optional[World]:
+def world_from_environment() -> Optional[RankFacts]:
     """The rank facts paddle's launcher (or our self-launch) put in the environment, if any."""
     return PADDLE_LAUNCH.detect()
 
 
-def world_from_process_group() -> Optional[World]:
+def world_from_process_group() -> Optional[RankFacts]:
     """The rank facts of a parallel environment the user initialised themselves."""
     if not dist.is_initialized():
         return None
     rank = dist.get_rank()
-    return World(rank=rank, local_rank=int(os.environ.get("PADDLE_LOCAL_RANK", rank)),
+    return RankFacts(rank=rank, local_rank=int(os.environ.get("PADDLE_LOCAL_RANK", rank)),
                  world_size=dist.get_world_size())
 
 

@@ -1,12 +1,18 @@
-"""Reading how a torch DataLoader samples, and rebuilding it around another batch sampler.
+"""Reading how a torch DataLoader samples, rebuilding it around another batch sampler, and the
+driver's data layer (:class:`TorchData`).
 
 The logic is :class:`fastcore_train.samplers.dataloader_adapter.DataLoaderAdapter`, shared with
 paddle and oneflow; this module names torch's classes for it.
 """
 from __future__ import annotations
 
+from typing import Any
+
+import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
+from fastcore_train.backends.torch.tensors import move_to_device, to_numeric
+from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
 _ADAPTER = DataLoaderAdapter(
@@ -18,3 +24,20 @@ _ADAPTER = DataLoaderAdapter(
 
 get_dataloader_args = _ADAPTER.get_dataloader_args
 replace_batch_sampler = _ADAPTER.replace_batch_sampler
+
+
+class TorchData(DataAdapter):
+    """``driver.data`` for torch: DataLoaders read and rebuilt by the shared adapter, batches moved
+    with ``Tensor.to(device, non_blocking=...)``."""
+
+    example = "a torch.utils.data.DataLoader"
+    dataloader_args = staticmethod(get_dataloader_args)
+    replace_batch_sampler = staticmethod(replace_batch_sampler)
+    to_numeric = staticmethod(to_numeric)
+
+    def __init__(self, device: torch.device, non_blocking: bool = True) -> None:
+        super().__init__(device, needs_move=device.type != "cpu")
+        self.non_blocking = non_blocking
+
+    def move(self, batch: Any) -> Any:
+        return move_to_device(batch, self.device, self.non_blocking)

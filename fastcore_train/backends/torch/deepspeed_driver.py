@@ -20,7 +20,7 @@ On CUDA ``fp16=True`` turns on DeepSpeed's ``fp16`` mode unless the config has a
 ``bf16`` or ``torch_autocast`` section; on CPU it means bfloat16 autocast, as for the other torch
 drivers. The config may not hold an ``optimizer`` section: the Trainer's optimizer is used.
 
-Checkpoints are collective (``collective_save``): ``save_model`` gathers the full weights and
+Checkpoints are collective (``io.collective_save``): ``save_model`` gathers the full weights and
 rank 0 writes a plain torch state dict; ``save_training_state`` writes a DeepSpeed checkpoint
 folder (``engine.save_checkpoint``: every rank writes its own optimizer shard), which is resumed
 with the same number of ranks.
@@ -39,8 +39,10 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
+from fastcore_train.backends.torch.persistence import TorchPersistence
 from fastcore_train.backends.torch.precision import DeepSpeedPrecision
-from fastcore_train.backends.torch.world import World, world_from_environment
+from fastcore_train.backends.torch.world import world_from_environment
+from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.launch import free_port
 from fastcore_train.parallel.environment import TORCHRUN
 
@@ -106,9 +108,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
     :meth:`full_state_dict` (collective) or ``Trainer.save_model`` for its weights.
     """
 
-    collective_save = True
-
-    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  deepspeed_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         if isinstance(model, DistributedDataParallel):
             raise ValueError("driver='deepspeed' wraps the model in a DeepSpeed engine itself; pass the model "
@@ -124,6 +124,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         self._config = build_config(deepspeed_kwargs.get("config"), fp16, self._device.type == "cuda")
         self.engine: Optional[Any] = None
         self.precision: DeepSpeedPrecision = DeepSpeedPrecision(self._device, fp16)  # no grad scaler
+        self.io = DeepSpeedPersistence(self)
 
     # ------------------------------------------------------------------ set-up
     def set_optimizers(self, optimizers: Any) -> None:
@@ -133,7 +134,7 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
                              f"got {len(self.optimizers)}.")
 
     def setup(self) -> None:
-        if self.world_size == 1 and not dist.is_initialized() and world_from_environment() is None:
+        if self.comm.world_size == 1 and not dist.is_initialized() and world_from_environment() is None:
             # One process, no launcher: give torch.distributed (and DeepSpeed, which otherwise looks
             # for MPI) the rendezvous facts of a world of one.
             os.environ.update(TORCHRUN.variables_for(0, 1, "127.0.0.1", free_port()))
@@ -233,14 +234,25 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
         if hasattr(optimizer, "refresh_fp32_params"):
             optimizer.refresh_fp32_params()
 
-    # ------------------------------------------------------------------ persistence (every rank calls these)
+    # ------------------------------------------------------------------ failures
+    def on_exception(self, exception: BaseException) -> None:
+        if self.comm.world_size > 1:  # one process has no peers to stop: let the exception propagate
+            super().on_exception(exception)
+
+
+class DeepSpeedPersistence(TorchPersistence):
+    """Collective saving: the gathered full weights (rank 0 writes) and a DeepSpeed checkpoint
+    folder for the training state (every rank writes its shard); every rank calls these."""
+
+    collective_save = True
+
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         if not only_state_dict:
             raise ValueError("driver='deepspeed' saves the model as a state dict gathered from every rank; pickling "
                              "the module itself (only_state_dict=False) would capture DeepSpeed's hooks and "
                              "partitioned parameters. Pass only_state_dict=True.")
-        state = self.full_state_dict()
-        if self.is_global_zero():
+        state = self.driver.full_state_dict()
+        if self.driver.comm.is_global_zero():
             torch.save(state, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
@@ -249,26 +261,21 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
             loaded = loaded.state_dict()
         elif not isinstance(loaded, dict):
             raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
-        self.load_full_state_dict(loaded)
+        self.driver.load_full_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
         """Write a DeepSpeed checkpoint folder at ``path``: weights, each rank's optimizer (and loss
         scaler) shard, the engine's counters. Every rank writes its own files."""
-        self.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG)
+        self.driver.engine.save_checkpoint(str(path), tag=CHECKPOINT_TAG)
 
     def load_training_state(self, path: Path) -> None:
         if not Path(path).is_dir():
             raise ValueError(f"{str(path)!r} is not a DeepSpeed checkpoint folder; this checkpoint was not written "
                              "by driver='deepspeed'.")
-        load_path, _ = self.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG, load_optimizer_states=True,
+        load_path, _ = self.driver.engine.load_checkpoint(str(path), tag=CHECKPOINT_TAG, load_optimizer_states=True,
                                                    load_lr_scheduler_states=True)
         if load_path is None:
             raise ValueError(f"DeepSpeed could not load the training state in {str(path)!r}.")
-
-    # ------------------------------------------------------------------ failures
-    def on_exception(self, exception: BaseException) -> None:
-        if self.world_size > 1:  # one process has no peers to stop: let the exception propagate
-            super().on_exception(exception)
 
 
 def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,

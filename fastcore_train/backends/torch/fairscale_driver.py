@@ -8,7 +8,7 @@ FullyShardedDataParallel (parameters sharded too), which FairScale runs on CUDA 
 Started like the DDP driver, whose launch and failure handling it inherits: from a device list
 (self-launched), under torchrun, or inside a process group the user initialised.
 
-Saving is collective (``collective_save``): every rank must call ``save_model`` and
+Saving is collective (``io.collective_save``): every rank must call ``save_model`` and
 ``save_training_state``; rank 0 writes. With ShardedDDP + OSS a checkpoint holds a plain model
 state dict and plain optimizer state dicts, so it resumes under the DDP or single driver too.
 """
@@ -21,7 +21,8 @@ from typing import Any, ContextManager, Iterator, Optional
 import torch
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.world import World
+from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.parallel.environment import RankFacts
 
 try:
     from fairscale.nn import FullyShardedDataParallel as FairScaleFSDP
@@ -52,10 +53,9 @@ class FairScaleDriver(TorchDDPDriver):
     an LR scheduler built on it keeps acting on the optimizer that trains.
     """
 
-    collective_save = True
     grad_scaler_type = ShardedGradScaler  # torch's GradScaler would hang with sharded gradients
 
-    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  fairscale_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         options = dict(fairscale_kwargs or {})
         unknown = set(options) - _FAIRSCALE_KWARGS
@@ -72,6 +72,7 @@ class FairScaleDriver(TorchDDPDriver):
                 f"CUDA, but this rank's device is {self._device}. On CPU use driver='torch_fsdp' (torch's own "
                 "FSDP) or driver='fairscale' without 'fsdp' (ShardedDataParallel + OSS).")
         self._user_optimizers: list[torch.optim.Optimizer] = []
+        self.io = FairScalePersistence(self)
 
     # ------------------------------------------------------------------ set-up
     def set_optimizers(self, optimizers: Any) -> None:
@@ -142,7 +143,7 @@ class FairScaleDriver(TorchDDPDriver):
         its share of the parameters, so the norm is combined across ranks by FSDP's
         ``clip_grad_norm_`` or OSS's ``clip_grad_norm``."""
         if isinstance(self.model, FairScaleFSDP):
-            self.precision.unscale_gradients(self.stepping_optimizers())
+            self.precision.unscale_gradients(self._stepping_optimizers())
             return self.model.clip_grad_norm_(max_norm, norm_type)
         sharded = [optimizer for optimizer in self.optimizers if isinstance(optimizer, OSS)]
         if not sharded:
@@ -152,7 +153,7 @@ class FairScaleDriver(TorchDDPDriver):
                 f"driver='fairscale' clips by norm through OSS.clip_grad_norm, which computes the norm of one "
                 f"optimizer's parameters only; with {len(self.optimizers)} optimizers there is no global norm. "
                 "Train with one optimizer (several parameter groups are fine) or clip by value.")
-        self.precision.unscale_gradients(self.stepping_optimizers())
+        self.precision.unscale_gradients(self._stepping_optimizers())
         return sharded[0].clip_grad_norm(max_norm, norm_type)
 
     def zero_grad(self) -> None:
@@ -175,46 +176,51 @@ class FairScaleDriver(TorchDDPDriver):
             return self.model.summon_full_params(volatile=True)
         return contextlib.nullcontext()
 
-    # ------------------------------------------------------------------ persistence (collective)
+
+class FairScalePersistence(TorchPersistence):
+    """Collective saving: every rank calls; rank 0 writes plain torch state dicts."""
+
+    collective_save = True
+
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Rank 0 writes the full model; with FSDP every rank helps gather it."""
-        if not self._fsdp:
-            if self.rank == 0:
+        if not self.driver._fsdp:
+            if self.driver.comm.rank == 0:
                 super().save_model(path, only_state_dict=only_state_dict, **kwargs)
             return
         if not only_state_dict:
             raise ValueError("driver='fairscale' with FSDP saves state dicts only; pass only_state_dict=True.")
-        state = self.model.state_dict()  # collective: the full, unsharded state
-        if self.rank == 0:
+        state = self.driver.model.state_dict()  # collective: the full, unsharded state
+        if self.driver.comm.rank == 0:
             torch.save({_strip(k): v for k, v in state.items()}, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        if not self._fsdp:
+        if not self.driver._fsdp:
             return super().load_model(path, only_state_dict=only_state_dict, **kwargs)
         state = torch.load(path, map_location="cpu", weights_only=True, **kwargs)
-        self.model.load_state_dict({_DISPATCH_PREFIX + k: v for k, v in state.items()})
+        self.driver.model.load_state_dict({_DISPATCH_PREFIX + k: v for k, v in state.items()})
 
     def save_training_state(self, path: Path) -> None:
         """Consolidate each optimizer's shards on rank 0 (every rank takes part); rank 0 writes."""
         states = []
-        for optimizer in self.optimizers:
-            if isinstance(self.model, FairScaleFSDP):
-                states.append(self.model.gather_full_optim_state_dict(optimizer))  # None off rank 0
+        for optimizer in self.driver.optimizers:
+            if isinstance(self.driver.model, FairScaleFSDP):
+                states.append(self.driver.model.gather_full_optim_state_dict(optimizer))  # None off rank 0
             else:
                 optimizer.consolidate_state_dict(recipient_rank=0)
-                states.append(optimizer.state_dict() if self.rank == 0 else None)
-        if self.rank == 0:
+                states.append(optimizer.state_dict() if self.driver.comm.rank == 0 else None)
+        if self.driver.comm.rank == 0:
             torch.save(self.training_state(states), path)
 
     def load_training_state(self, path: Path) -> None:
         """Every rank reads the full state; OSS and FSDP keep this rank's share of it."""
-        if isinstance(self.model, FairScaleFSDP):
+        if isinstance(self.driver.model, FairScaleFSDP):
             state = torch.load(path, map_location="cpu", weights_only=True)  # FairScale's flat layout
             self.restore_training_state(state, lambda optimizer, full: optimizer.load_state_dict(
-                self.model.get_shard_from_optim_state_dict(full)))
+                self.driver.model.get_shard_from_optim_state_dict(full)))
         else:
             super().load_training_state(path)
-        self._link_user_optimizers()  # load_state_dict replaced the live optimizers' param groups
+        self.driver._link_user_optimizers()  # load_state_dict replaced the live optimizers' param groups
 
 
 def _fresh_groups(groups: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -16,9 +16,9 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
-from fastcore_train.backends.torch.world import World
-from fastcore_train.drivers.data_parallel import DataParallelFacts, ObjectCollectives, method_dispatch_class
-from fastcore_train.drivers.model_calls import data_parallel_call
+from fastcore_train.drivers.collectives import ObjectCollectives
+from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.parallel.environment import RankFacts
 
 
 def _end_process_group() -> None:
@@ -36,21 +36,20 @@ def _end_process_group() -> None:
 _MethodDispatch = method_dispatch_class(torch.nn.Module, __name__)
 
 
-class TorchDDPDriver(DataParallelFacts, ObjectCollectives, TorchSingleDriver):
-    """One rank of a DDP job; ``world`` says which. A self-launched job's other ranks are started
+class TorchDDPDriver(TorchSingleDriver):
+    """One rank of a DDP job; ``world`` says which (its ``comm``). A self-launched job's other ranks are started
     by the driver's launcher before :meth:`setup` (see :mod:`fastcore_train.parallel.launcher`)."""
 
-    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  torch_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         torch_kwargs = dict(torch_kwargs or {})
         self._ddp_kwargs = torch_kwargs.pop("ddp_kwargs", {})
         self._backend = torch_kwargs.pop("backend", None)
         super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
-        self.world = world
+        self.comm = ObjectCollectives(world, dist)
         self._user_ddp = isinstance(model, DistributedDataParallel)
         self._user_module = model.module if self._user_ddp else model
 
-    # ------------------------------------------------------------------ facts
     def unwrap_model(self) -> torch.nn.Module:
         return self._user_module
 
@@ -59,12 +58,12 @@ class TorchDDPDriver(DataParallelFacts, ObjectCollectives, TorchSingleDriver):
         if self._device.type == "cpu":
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-            torch.set_num_threads(max(1, usable // int(os.environ.get("LOCAL_WORLD_SIZE", self.world_size))))
+            torch.set_num_threads(max(1, usable // int(os.environ.get("LOCAL_WORLD_SIZE", self.comm.world_size))))
         if not dist.is_initialized():
             backend = self._backend or ("nccl" if self._device.type == "cuda" else "gloo")
             if self._device.type == "cuda":
                 torch.cuda.set_device(self._device)
-            dist.init_process_group(backend=backend, rank=self.rank, world_size=self.world_size)
+            dist.init_process_group(backend=backend, rank=self.comm.rank, world_size=self.comm.world_size)
             atexit.register(_end_process_group)
         self._user_module.to(self._device)
         if not self._user_ddp:
@@ -84,7 +83,3 @@ class TorchDDPDriver(DataParallelFacts, ObjectCollectives, TorchSingleDriver):
 
     def no_sync(self) -> ContextManager[Any]:
         return self.model.no_sync()
-
-    # ------------------------------------------------------------------ collectives
-    def distributed_module(self) -> Any:
-        return dist

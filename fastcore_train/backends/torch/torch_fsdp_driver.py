@@ -20,7 +20,7 @@ the gathered full parameters (``full_params``), and checkpoints are written thro
 - ``state_dict_type="sharded"``: ``model<suffix>`` and ``training_state<suffix>`` become folders
   holding one file per rank plus metadata (``torch.distributed.checkpoint`` format).
 
-Saving and loading are collective (``collective_save``): every rank must call them. Loading reads
+Saving and loading are collective (``io.collective_save``): every rank must call them. Loading reads
 either layout, whatever ``state_dict_type`` says.
 """
 from __future__ import annotations
@@ -41,7 +41,8 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.world import World
+from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
 STATE_DICT_TYPES = ("full", "sharded")
@@ -58,11 +59,10 @@ class TorchFSDPDriver(TorchDDPDriver):
     (this rank's device) and ``use_orig_params=True`` itself.
     """
 
-    collective_save = True
     # Gradients are sharded: the scaler must check every rank's shard for inf/NaN.
     grad_scaler_type = functools.partial(ShardedGradScaler, "cuda")
 
-    def __init__(self, model: torch.nn.Module, device: Any, world: World, fp16: bool = False,
+    def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  torch_fsdp_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
         options = dict(torch_fsdp_kwargs or {})
         self.state_dict_type = options.pop("state_dict_type", "full")
@@ -77,6 +77,7 @@ class TorchFSDPDriver(TorchDDPDriver):
                              "objects so that your optimizers train the sharded model; leave it out.")
         super().__init__(model, device, world, fp16=fp16, **kwargs)
         self._fsdp_kwargs = options
+        self.io = TorchFSDPPersistence(self)
 
     # ------------------------------------------------------------------ set-up
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
@@ -90,7 +91,7 @@ class TorchFSDPDriver(TorchDDPDriver):
         hybrid = options.get("sharding_strategy") in _HYBRID
         if "process_group" not in options and "device_mesh" not in options and not hybrid:
             # A device mesh makes sharded state dicts DTensors (ShardedTensor is deprecated).
-            options["device_mesh"] = init_device_mesh(self._device.type, (self.world_size,))
+            options["device_mesh"] = init_device_mesh(self._device.type, (self.comm.world_size,))
         wrapped = FullyShardedDataParallel(dispatch, **options)
         self._check_optimizers(wrapped)
         return wrapped
@@ -120,7 +121,7 @@ class TorchFSDPDriver(TorchDDPDriver):
         combined across ranks before every rank scales its shard (collective)."""
         if not isinstance(self.model, FullyShardedDataParallel):
             return super().clip_grad_norm(max_norm, norm_type)
-        self.precision.unscale_gradients(self.stepping_optimizers())
+        self.precision.unscale_gradients(self._stepping_optimizers())
         return self.model.clip_grad_norm_(max_norm, norm_type)
 
     # ------------------------------------------------------------------ evaluation
@@ -136,21 +137,26 @@ class TorchFSDPDriver(TorchDDPDriver):
         with torch.no_grad(), self.full_params():
             yield
 
-    # ------------------------------------------------------------------ persistence (collective)
+
+class TorchFSDPPersistence(TorchPersistence):
+    """Collective saving through ``torch.distributed.checkpoint``: full or sharded state dicts."""
+
+    collective_save = True
+
     def _options(self, full: bool) -> StateDictOptions:
         # Offloading gathers to rank 0 only; on CPU torch's offload path crashes, and is moot anyway.
-        return StateDictOptions(full_state_dict=full, cpu_offload=full and self._device.type == "cuda")
+        return StateDictOptions(full_state_dict=full, cpu_offload=full and self.driver.device.type == "cuda")
 
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """The full state dict (rank 0 writes ``path``) or a sharded one (folder ``path``, every rank)."""
         if not only_state_dict:
             raise ValueError("driver='torch_fsdp' saves state dicts only; pass only_state_dict=True.")
-        full = self.state_dict_type == "full"
+        full = self.driver.state_dict_type == "full"
         state = {_strip(key): value for key, value in
-                 get_model_state_dict(self.model, options=self._options(full)).items()}
+                 get_model_state_dict(self.driver.model, options=self._options(full)).items()}
         if not full:
             dcp.save(state, checkpoint_id=path)
-        elif self.rank == 0:
+        elif self.driver.comm.rank == 0:
             torch.save(state, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
@@ -158,49 +164,49 @@ class TorchFSDPDriver(TorchDDPDriver):
         path = Path(path)
         if path.is_dir():
             state = {_strip(key): value for key, value in
-                     get_model_state_dict(self.model, options=self._options(False)).items()}
+                     get_model_state_dict(self.driver.model, options=self._options(False)).items()}
             dcp.load(state, checkpoint_id=path)
-            set_model_state_dict(self.model, _prefixed(state), options=self._options(False))
+            set_model_state_dict(self.driver.model, _prefixed(state), options=self._options(False))
             return
         state = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
         if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
             state = state.state_dict()
-        set_model_state_dict(self.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(self.driver.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
 
     def save_training_state(self, path: Path) -> None:
         """Optimizer (and grad scaler) state, full on rank 0 or sharded into folder ``path``."""
-        full = self.state_dict_type == "full"
-        optimizers = [get_optimizer_state_dict(self.model, optimizer, options=self._options(full))
-                      for optimizer in self.optimizers]
+        full = self.driver.state_dict_type == "full"
+        optimizers = [get_optimizer_state_dict(self.driver.model, optimizer, options=self._options(full))
+                      for optimizer in self.driver.optimizers]
         if not full:
             state: dict[str, Any] = {f"optimizer_{i}": osd for i, osd in enumerate(optimizers)}
-            scaler = self.precision.state_dict()
+            scaler = self.driver.precision.state_dict()
             if scaler is not None:
                 state[GRAD_SCALER_KEY] = scaler
             dcp.save(state, checkpoint_id=path)
-        elif self.rank == 0:
+        elif self.driver.comm.rank == 0:
             torch.save(self.training_state(optimizers), path)
 
     def load_training_state(self, path: Path) -> None:
         path = Path(path)
         if path.is_dir():
             self.check_optimizer_count(_saved_optimizer_count(path))
-            state: dict[str, Any] = {f"optimizer_{i}": get_optimizer_state_dict(self.model, optimizer,
+            state: dict[str, Any] = {f"optimizer_{i}": get_optimizer_state_dict(self.driver.model, optimizer,
                                                                                 options=self._options(False))
-                                     for i, optimizer in enumerate(self.optimizers)}
-            scaler = self.precision.state_dict()  # the layout dcp.load fills in
+                                     for i, optimizer in enumerate(self.driver.optimizers)}
+            scaler = self.driver.precision.state_dict()  # the layout dcp.load fills in
             if scaler is not None:
                 state[GRAD_SCALER_KEY] = scaler
             dcp.load(state, checkpoint_id=path)
             options = self._options(False)
-            saved = [state[f"optimizer_{i}"] for i in range(len(self.optimizers))]
+            saved = [state[f"optimizer_{i}"] for i in range(len(self.driver.optimizers))]
         else:
             state = torch.load(path, map_location="cpu", weights_only=True)
             self.check_optimizer_count(len(state["optimizers"]))
             options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
-        for optimizer, optimizer_state in zip(self.optimizers, saved):
-            set_optimizer_state_dict(self.model, optimizer, optimizer_state, options=options)
-        self.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
+        for optimizer, optimizer_state in zip(self.driver.optimizers, saved):
+            set_optimizer_state_dict(self.driver.model, optimizer, optimizer_state, options=options)
+        self.driver.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
 
 
 def _strip(key: str) -> str:

@@ -9,18 +9,15 @@ import torch.distributed as dist
 
 from fastcore_train.parallel.environment import TORCHRUN, RankFacts
 
-World = RankFacts  # the name the torch drivers use for a rank's facts
-
-
-def world_from_environment() -> Optional[World]:
+def world_from_environment() -> Optional[RankFacts]:
     """The rank facts torchrun (or our self-launch) put in the environment, if any."""
     return TORCHRUN.detect()
 
 
-def world_from_process_group() -> Optional[World]:
+def world_from_process_group() -> Optional[RankFacts]:
     """The rank facts of a process group the user initialised themselves."""
     if not (dist.is_available() and dist.is_initialized()):
         return None
     local_rank = int(os.environ.get("LOCAL_RANK", dist.get_rank()))
-    return World(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size())
+    return RankFacts(rank=dist.get_rank(), local_rank=local_rank, world_size=dist.get_world_size())
 

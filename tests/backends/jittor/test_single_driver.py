@@ -36,7 +36,7 @@ def trainer_for(model, x, y, **kwargs):
 def test_auto_picks_the_jittor_driver():
     x, y = make_data(16)
     trainer = trainer_for(HARNESS.make_model(initial_weights()), x, y)
-    assert type(trainer.driver) is JittorSingleDriver and trainer.driver.model_device == "cpu"
+    assert type(trainer.driver) is JittorSingleDriver and trainer.driver.device == "cpu"
 
 
 def test_execute_is_the_forward_when_there_is_no_train_step():
@@ -63,7 +63,7 @@ def test_a_device_list_of_one_and_bad_devices():
 def test_data_device_other_than_the_models_is_refused_not_ignored():
     model = HARNESS.make_model(initial_weights())
     x, y = make_data(8)
-    assert trainer_for(model, x, y, data_device="cpu").driver.data_device == "cpu"
+    assert trainer_for(model, x, y, data_device="cpu").driver.data.device == "cpu"
     with pytest.raises(ValueError, match="data_device='cuda' differs from the model's device 'cpu'"):
         trainer_for(model, x, y, data_device="cuda")
 
@@ -89,7 +89,7 @@ def test_dropout_runs_are_reproducible_and_rng_state_round_trips():
         model = HARNESS.make_model(initial_weights(), dropout=0.5)
         trainer = trainer_for(model, x, y, n_epochs=2)
         trainer.add_callback_fn(Event.on_after_backward(),
-                                lambda t: steps_losses.append(t.driver.tensor_to_numeric(t.last_loss)))
+                                lambda t: steps_losses.append(t.driver.data.to_numeric(t.last_loss)))
         trainer.run(num_eval_sanity_batch=0)
         return trainer
 
@@ -101,11 +101,11 @@ def test_dropout_runs_are_reproducible_and_rng_state_round_trips():
     run(second)
     assert first == second and len(set(first)) == len(first)
 
-    state = trainer.driver.get_rng_state()
+    state = trainer.driver.io.rng_state()
     assert state == json.loads(json.dumps(state)), "JSON-able"
     draws = []
     for _ in range(2):
-        trainer.driver.set_rng_state(state)
+        trainer.driver.io.load_rng_state(state)
         trainer.driver.seeder.before_step()
         draws.append(jt.random((5,)).numpy())
     np.testing.assert_array_equal(draws[0], draws[1])
@@ -130,4 +130,4 @@ def test_backward_accumulates_until_step_and_step_clears():
 def test_a_device_list_without_mpi_builds_the_mpi_driver_without_starting_it():
     model = HARNESS.make_model(initial_weights())
     driver = create_driver("jittor", model, device=["cpu", "cpu"])
-    assert type(driver) is JittorMPIDriver and driver.world_size == 2 and driver.rank == 0
+    assert type(driver) is JittorMPIDriver and driver.comm.world_size == 2 and driver.comm.rank == 0

@@ -32,7 +32,7 @@ def test_fp16_on_cpu_warns_and_trains_in_float32(caplog):
     with caplog.at_level(logging.WARNING, logger="fastcore_train"):
         driver.setup()
     assert "oneflow.autocast is disabled on CPU" in caplog.text
-    assert driver.grad_scaler is None
+    assert driver.precision.scaler is None
 
 
 @pytest.mark.parametrize("device, message", [("tpu", "not a oneflow device"), ("cuda:0", "needs CUDA"),
@@ -48,7 +48,7 @@ def test_save_model_writes_a_folder_that_load_model_reads(tmp_path):
     model = HARNESS.make_model(initial_weights())
     driver = create_driver("oneflow", model)
     driver.setup()
-    driver.save_model(tmp_path / "m.oneflow")
+    driver.io.save_model(tmp_path / "m.oneflow")
     assert (tmp_path / "m.oneflow").is_dir()
     other = create_driver("oneflow", HARNESS.make_model(initial_weights(seed=3)))
     other.load_model(tmp_path / "m.oneflow")
@@ -67,13 +67,13 @@ def test_rng_state_round_trip_repeats_dropout_masks():
     model.train()
     x = flow.from_numpy(make_data(8)[0])
     driver.backward(model(x).sum())
-    state = driver.get_rng_state()
+    state = driver.io.rng_state()
     assert isinstance(state["base"], int) and state["count"] == 1
     first = model(x).numpy()
-    driver.set_rng_state(state)
+    driver.io.load_rng_state(state)
     np.testing.assert_array_equal(model(x).numpy(), first)
     with pytest.raises(ValueError, match="not written by fastcore_train's oneflow driver"):
-        driver.set_rng_state({"cpu": [1, 2, 3]})
+        driver.io.load_rng_state({"cpu": [1, 2, 3]})
 
 
 def test_reproducible_dataloader_leaves_the_users_loader_untouched():

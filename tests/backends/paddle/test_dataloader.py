@@ -52,7 +52,7 @@ def test_same_seed_same_epoch_same_order_and_epochs_differ():
     first = make_reproducible_dataloader(DRIVER, DataLoader(DATASET, batch_size=4, shuffle=True), seed=1)
     second = make_reproducible_dataloader(DRIVER, DataLoader(DATASET, batch_size=4, shuffle=True), seed=1)
     assert flatten(first) == flatten(second)
-    DRIVER.set_sampler_epoch(first, 1)
+    DRIVER.data.set_epoch(first, 1)
     assert flatten(first) != flatten(second)
 
 

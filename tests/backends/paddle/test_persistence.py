@@ -9,7 +9,7 @@ import pytest
 from paddle.static import InputSpec
 
 from fastcore_train import LRSchedCallback, Trainer
-from fastcore_train.backends.paddle.optim_state import load_optimizer_state, save_optimizer_state
+from fastcore_train.backends.paddle.persistence import load_optimizer_state, save_optimizer_state
 from fastcore_train.backends.paddle.persistence import STATE_FILE
 from fastcore_train.log import logger
 from tests.conformance.harnesses.base import IN, initial_weights, make_data

@@ -91,8 +91,8 @@ def test_fp16_on_cpu_warns_and_trains_in_float32(warnings_logged):
     assert any("fp16=True does nothing on CPU" in message and "float32" in message for message in messages), messages
     trainer.run(num_eval_sanity_batch=0)
     assert dtypes == [paddle.float32] * 4
-    assert trainer.driver.grad_scaler is None
-    assert np.isfinite(trainer.driver.tensor_to_numeric(trainer.last_loss))
+    assert trainer.driver.precision.scaler is None
+    assert np.isfinite(trainer.driver.data.to_numeric(trainer.last_loss))
 
 
 def test_no_amp_warning_without_fp16(warnings_logged):
@@ -105,8 +105,8 @@ def test_no_amp_warning_without_fp16(warnings_logged):
 def test_device_forms(device):
     driver = choose_driver(ForwardOnly(), "paddle", device=device)
     assert type(driver) is PaddleSingleDriver
-    assert driver.model_device == "cpu" and driver.data_device == "cpu"
-    assert driver.needs_data_move is False
+    assert driver.device == "cpu" and driver.data.device == "cpu"
+    assert driver.data.needs_move is False
 
 
 @pytest.mark.parametrize("device, message", [
@@ -168,9 +168,9 @@ def test_evaluation_runs_without_grad_and_in_eval_mode():
 
 def test_rng_state_is_json_and_replays_dropout():
     driver = choose_driver(ForwardOnly(), "paddle")
-    state = json.loads(json.dumps(driver.get_rng_state()))
+    state = json.loads(json.dumps(driver.io.rng_state()))
     first = paddle.nn.functional.dropout(paddle.ones([64]), 0.5).numpy()
-    driver.set_rng_state(state)
+    driver.io.load_rng_state(state)
     again = paddle.nn.functional.dropout(paddle.ones([64]), 0.5).numpy()
     np.testing.assert_array_equal(first, again)
     assert not np.array_equal(first, paddle.nn.functional.dropout(paddle.ones([64]), 0.5).numpy())
@@ -179,7 +179,7 @@ def test_rng_state_is_json_and_replays_dropout():
 def test_tensor_to_numeric_handles_nested_values():
     driver = choose_driver(ForwardOnly(), "paddle")
     value = {"a": paddle.to_tensor(2.5), "b": [paddle.to_tensor([1, 2])], "c": "text"}
-    assert driver.tensor_to_numeric(value) == {"a": 2.5, "b": [[1, 2]], "c": "text"}
+    assert driver.data.to_numeric(value) == {"a": 2.5, "b": [[1, 2]], "c": "text"}
 
 
 @needs_gpu
@@ -188,4 +188,4 @@ def test_fp16_on_gpu_uses_a_grad_scaler():
     trainer = Trainer(model, loader(), sgd(model), device="gpu:0", input_mapping={0: "x", 1: "y"}, fp16=True,
                       n_epochs=1, progress_bar=None)
     trainer.run(num_eval_sanity_batch=0)
-    assert trainer.driver.grad_scaler is not None and model.linear.weight.place.is_gpu_place()
+    assert trainer.driver.precision.scaler is not None and model.linear.weight.place.is_gpu_place()

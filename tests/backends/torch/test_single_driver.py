@@ -90,17 +90,17 @@ def test_fp16_on_cpu_runs_the_forward_in_bfloat16():
                       fp16=True, n_epochs=1, progress_bar=None)
     trainer.run(num_eval_sanity_batch=0)
     assert dtypes == [torch.bfloat16] * 4
-    assert trainer.driver.grad_scaler is None
+    assert trainer.driver.precision.scaler is None
     assert model.linear.weight.dtype == torch.float32
-    assert np.isfinite(trainer.driver.tensor_to_numeric(trainer.last_loss))
+    assert np.isfinite(trainer.driver.data.to_numeric(trainer.last_loss))
 
 
 @pytest.mark.parametrize("device, expected", [("cpu", "cpu"), (None, "cpu"), (torch.device("cpu"), "cpu"),
                                               (["cpu"], "cpu")])
 def test_device_forms(device, expected):
     driver = choose_driver(ForwardOnly(), "torch", device=device)
-    assert driver.model_device.type == expected and driver.data_device.type == expected
-    assert driver.needs_data_move is False
+    assert driver.device.type == expected and driver.data.device.type == expected
+    assert driver.data.needs_move is False
 
 
 @pytest.mark.parametrize("device, message", [
@@ -146,7 +146,7 @@ def test_fp16_on_cuda_uses_a_grad_scaler():
     trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), device="cuda",
                       input_mapping={0: "x", 1: "y"}, fp16=True, n_epochs=1, progress_bar=None)
     trainer.run(num_eval_sanity_batch=0)
-    assert trainer.driver.grad_scaler is not None and model.linear.weight.is_cuda
+    assert trainer.driver.precision.scaler is not None and model.linear.weight.is_cuda
 
 
 def _amp_hand_loop(model, batches, device, autocast):
@@ -168,8 +168,8 @@ def _amp_hand_loop(model, batches, device, autocast):
 def _train_clipping_with_a_scaler(model, device, fp16):
     trainer = Trainer(model, loader(), torch.optim.SGD(model.parameters(), lr=0.1), device=device, fp16=fp16,
                       input_mapping={0: "x", 1: "y"}, n_epochs=1, progress_bar=None, callbacks=[GradClipCallback(0.05)])
-    if trainer.driver.grad_scaler is None:  # CPU: no mixed precision, but torch's GradScaler works there too
-        trainer.driver.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    if trainer.driver.precision.scaler is None:  # CPU: no mixed precision, but torch's GradScaler works there too
+        trainer.driver.precision.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
     # a second clip in the same step must not unscale again (torch's unscale_ would raise)
     trainer.add_callback_fn(Event.on_before_optimizers_step(), lambda t, optimizers: t.driver.clip_grad_value(0.01))
     trainer.run(num_eval_sanity_batch=0)
@@ -185,7 +185,7 @@ def test_clipping_with_a_grad_scaler_unscales_once_and_matches_torchs_amp_recipe
     _amp_hand_loop(reference, list(loader()), "cpu", autocast=False)
     for ours, theirs in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(ours, theirs, rtol=1e-6, atol=1e-7)
-    assert trainer.driver.grad_scaler.get_scale() == 1024.0  # no overflow skipped a step
+    assert trainer.driver.precision.scaler.get_scale() == 1024.0  # no overflow skipped a step
     unclipped = ForwardOnly()
     Trainer(unclipped, loader(), torch.optim.SGD(unclipped.parameters(), lr=0.1), input_mapping={0: "x", 1: "y"},
             n_epochs=1, progress_bar=None).run(num_eval_sanity_batch=0)
@@ -209,17 +209,17 @@ def test_training_state_keeps_the_grad_scaler_state_in_its_file_layout(tmp_path)
     driver = choose_driver(model, "torch")
     driver.ensure_setup()
     driver.set_optimizers(torch.optim.SGD(model.parameters(), lr=0.1))
-    driver.save_training_state(tmp_path / "plain.pt")
+    driver.io.save_training_state(tmp_path / "plain.pt")
     assert list(torch.load(tmp_path / "plain.pt", weights_only=True)) == ["optimizers", "grad_scaler"]
     assert torch.load(tmp_path / "plain.pt", weights_only=True)["grad_scaler"] is None
 
     written = torch.amp.GradScaler("cpu", init_scale=256.0)
     torch.save({"optimizers": [driver.optimizers[0].state_dict()], "grad_scaler": written.state_dict()},
                tmp_path / "scaled.pt")
-    driver.grad_scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
-    driver.load_training_state(tmp_path / "scaled.pt")
-    assert driver.grad_scaler.get_scale() == 256.0
-    driver.save_training_state(tmp_path / "again.pt")
+    driver.precision.scaler = torch.amp.GradScaler("cpu", init_scale=1024.0)
+    driver.io.load_training_state(tmp_path / "scaled.pt")
+    assert driver.precision.scaler.get_scale() == 256.0
+    driver.io.save_training_state(tmp_path / "again.pt")
     assert torch.load(tmp_path / "again.pt", weights_only=True)["grad_scaler"] == written.state_dict()
-    driver.load_training_state(tmp_path / "plain.pt")  # saved without a scaler: the scaler keeps its state
-    assert driver.grad_scaler.get_scale() == 256.0
+    driver.io.load_training_state(tmp_path / "plain.pt")  # saved without a scaler: the scaler keeps its state
+    assert driver.precision.scaler.get_scale() == 256.0

@@ -11,7 +11,7 @@ class Fail(Callback):
         self.rank, self.at = rank, at
 
     def on_train_batch_end(self, trainer):
-        if trainer.driver.rank == self.rank and trainer.global_forward_batches == self.at:
+        if trainer.driver.comm.rank == self.rank and trainer.global_forward_batches == self.at:
             raise RuntimeError(f"rank {self.rank} fails on purpose")
 
 

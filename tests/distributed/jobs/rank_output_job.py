@@ -24,14 +24,14 @@ def main(config):
                       driver=harness.driver_name, device=config["device"], n_epochs=1, progress_bar=None,
                       callbacks=[CSVLoggerCallback(out / "csv", log_every_n_batches=1)],
                       output_from_new_proc=config["output_from_new_proc"], log_file=str(out / "train.log"))
-    rank = trainer.driver.rank
+    rank = trainer.driver.comm.rank
     logger.info("INFO from rank %d", rank)
     logger.warning("WARNING from rank %d", rank)
     print(f"STDOUT from rank {rank}", flush=True)
     print(f"STDERR from rank {rank}", file=sys.stderr, flush=True)
     trainer.run(num_eval_sanity_batch=0)
     (out / f"rank_{rank}.json").write_text(json.dumps({"batches": trainer.global_forward_batches}))
-    trainer.driver.barrier()
+    trainer.driver.comm.barrier()
 
 
 if __name__ == "__main__":

@@ -42,7 +42,7 @@ class SaveAndStop(Callback):
             except Exception as error:
                 if self.errors_to is None:
                     raise
-                Path(self.errors_to, f"rank_{trainer.driver.rank}.error").write_text(f"{type(error).__name__}: {error}")
+                Path(self.errors_to, f"rank_{trainer.driver.comm.rank}.error").write_text(f"{type(error).__name__}: {error}")
                 return
             trainer.stop_training()
 
@@ -89,12 +89,12 @@ def main(config):
     for name in EVENTS:
         trainer.add_callback_fn(getattr(Event, name)(), lambda t, *args, _name=name: events.append(_name))
     trainer.add_callback_fn(Event.on_train_batch_end(every=3), lambda t: every.append(t.global_forward_batches))
-    if config.get("announce") and trainer.driver.rank == 0:
+    if config.get("announce") and trainer.driver.comm.rank == 0:
         print("TRAINING", flush=True)
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
 
     driver = trainer.driver
-    rank = driver.rank
+    rank = driver.comm.rank
     round_trip = None
     if config.get("save_model"):
         trainer.save_model(config["save_model"])
@@ -103,16 +103,16 @@ def main(config):
                          driver=harness.driver_name, device=config.get("device"), progress_bar=None)
         loader.load_model(config["save_model"])
         round_trip = bool(np.array_equal(harness.predict(fresh, x), harness.predict(trainer.model, x)))
-    gathered = driver.all_gather_object({"rank": rank, "text": "x" * (rank + 3)})
-    broadcast = driver.broadcast_object(f"from {rank}", src=world_size - 1)
+    gathered = driver.comm.all_gather_object({"rank": rank, "text": "x" * (rank + 3)})
+    broadcast = driver.comm.broadcast_object(f"from {rank}", src=world_size - 1)
     np.savez(out / f"rank_{rank}.npz", **harness.get_weights(inner))
     results = trainer.evaluator.run() if trainer.evaluator is not None else {}
     (out / f"rank_{rank}.json").write_text(json.dumps({
-        "seen": seen, "results": results, "world_size": driver.world_size, "events": events, "every": every,
+        "seen": seen, "results": results, "world_size": driver.comm.world_size, "events": events, "every": every,
         "round_trip": round_trip, "global_forward_batches": trainer.global_forward_batches,
-        "driver": type(driver).__name__, "model_file_suffix": driver.model_file_suffix,
+        "driver": type(driver).__name__, "model_file_suffix": driver.io.model_file_suffix,
         "gathered": gathered, "broadcast": broadcast}))
-    driver.barrier()
+    driver.comm.barrier()
 
 
 if __name__ == "__main__":

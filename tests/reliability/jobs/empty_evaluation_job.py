@@ -29,11 +29,11 @@ def main(config):
                           input_mapping={"y": "target"})
     results = evaluator.run()
     again = evaluator.run()  # nobody was left waiting in a collective: a second evaluation works alike
-    rank = evaluator.driver.rank
+    rank = evaluator.driver.comm.rank
     Path(config["out"], f"rank_{rank}.json").write_text(json.dumps({
         "results": results, "no_data": list(results.no_data), "again": again,
-        "world_size": evaluator.driver.world_size, "split": evaluator._split["one"]}))
-    evaluator.driver.barrier()
+        "world_size": evaluator.driver.comm.world_size, "split": evaluator._split["one"]}))
+    evaluator.driver.comm.barrier()
 
 
 if __name__ == "__main__":

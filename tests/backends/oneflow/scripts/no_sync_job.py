@@ -19,7 +19,7 @@ def no_sync_probe(trainer, x, y):
     """Gradients after a backward inside no_sync: each rank's own (not averaged)."""
     driver = trainer.driver
     fn, _ = driver.get_model_call_fn("train_step")
-    rank = driver.rank
+    rank = driver.comm.rank
     xs, ys = flow.from_numpy(x[rank * 4:(rank + 1) * 4]), flow.from_numpy(y[rank * 4:(rank + 1) * 4])
     driver.zero_grad()
     with driver.no_sync():
@@ -38,9 +38,9 @@ def main(config):
     trainer.run(num_eval_sanity_batch=0)
     probe = no_sync_probe(trainer, x, y)
     weights = {name: value.tolist() for name, value in harness.get_weights(trainer.driver.unwrap_model()).items()}
-    rank = trainer.driver.rank
+    rank = trainer.driver.comm.rank
     (Path(config["out"]) / f"rank_{rank}.json").write_text(json.dumps({"weights": weights, "probe": probe.tolist()}))
-    trainer.driver.barrier()
+    trainer.driver.comm.barrier()
 
 
 if __name__ == "__main__":

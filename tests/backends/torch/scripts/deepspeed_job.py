@@ -75,10 +75,10 @@ def train_stage(config, stage, harness, out):
         trainer.save_model(f"{config['save_model']}/stage_{stage}")
     weights = canonical(harness, driver.full_state_dict())
     results = trainer.evaluator.run() if trainer.evaluator is not None else {}
-    prefix = out / f"stage_{stage}_rank_{driver.rank}"
+    prefix = out / f"stage_{stage}_rank_{driver.comm.rank}"
     np.savez(f"{prefix}.npz", **weights)
     Path(f"{prefix}.json").write_text(json.dumps({
-        "results": results, "world_size": driver.world_size, "zero_stage": driver.zero_stage,
+        "results": results, "world_size": driver.comm.world_size, "zero_stage": driver.zero_stage,
         "global_forward_batches": trainer.global_forward_batches, "driver": type(driver).__name__}))
 
 

@@ -97,7 +97,7 @@ def train(config, out, record, weights):
     trainer = build_trainer(config, config["driver"])
     trainer.run(num_eval_sanity_batch=0)
     weights.update({f"final.{k}": v for k, v in full_weights(trainer).items()})
-    record.update(driver=type(trainer.driver).__name__, world_size=trainer.driver.world_size,
+    record.update(driver=type(trainer.driver).__name__, world_size=trainer.driver.comm.world_size,
                   optimizers=[type(o).__name__ for o in trainer.driver.optimizers],
                   results=trainer.evaluator.run() if trainer.evaluator is not None else {})
     if config.get("compare_ddp"):
@@ -105,7 +105,7 @@ def train(config, out, record, weights):
         ddp.run(num_eval_sanity_batch=0)
         weights.update({f"ddp.{k}": v for k, v in full_weights(ddp).items()})
         record["ddp_driver"] = type(ddp.driver).__name__
-    return trainer.driver.rank
+    return trainer.driver.comm.rank
 
 
 def checkpoint(config, out, record, weights):

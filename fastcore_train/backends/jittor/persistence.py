@@ -1,0 +1,74 @@
+"""``driver.io`` for jittor (:class:`JittorPersistence`): ``jt.save``/``jt.load`` of the model and of
+the optimizers' state, and the per-step seeder's random state."""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import jittor as jt
+
+from fastcore_train.drivers.persistence import Persistence
+
+TRAINING_STATE_FORMAT = "fastcore_train.jittor.training_state.v1"
+
+
+def optimizer_state(optimizer: jt.optim.Optimizer) -> dict[str, Any]:
+    """``optimizer.state_dict()`` without the parameters and gradients its groups also hold
+    (``load_state_dict`` ignores the parameters; pending gradients are not training state)."""
+    state = optimizer.state_dict()
+    defaults = dict(state["defaults"])
+    if "param_groups" in defaults:
+        defaults["param_groups"] = [{key: value for key, value in group.items() if key not in ("params", "grads")}
+                                    for group in defaults["param_groups"]]
+    return {**state, "defaults": defaults}
+
+
+def load_optimizer_state(optimizer: jt.optim.Optimizer, state: dict[str, Any]) -> None:
+    """Restore what :func:`optimizer_state` returned; the gradients saved with it are not pending ones."""
+    optimizer.load_state_dict(state)
+    optimizer.zero_grad()
+
+
+class JittorPersistence(Persistence):
+    """State dicts (numpy arrays) with ``jt.save``; every write waits for pending jittor ops first."""
+
+    model_file_suffix = ".pkl"
+
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """``jt.save`` of the state dict (numpy arrays), or of the whole model when ``only_state_dict=False``."""
+        jt.sync_all()
+        model = self.driver.unwrap_model()
+        jt.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
+
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        loaded = jt.load(str(path), **kwargs)
+        if isinstance(loaded, jt.Module):
+            loaded = loaded.state_dict()
+        if not isinstance(loaded, dict):
+            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a jittor model or state dict.")
+        model = self.driver.unwrap_model()
+        expected = set(model.state_dict())
+        missing, unexpected = sorted(expected - set(loaded)), sorted(set(loaded) - expected)
+        if missing or unexpected:
+            raise ValueError(f"{str(path)!r} does not fit the model {type(model).__name__}: missing {missing}, "
+                             f"unexpected {unexpected}. Load it into a model of the same structure as the one saved.")
+        model.load_state_dict(loaded)
+        jt.sync_all()
+
+    def save_training_state(self, path: Path) -> None:
+        jt.sync_all()
+        jt.save({"format": TRAINING_STATE_FORMAT,
+                 "optimizers": [optimizer_state(optimizer) for optimizer in self.driver.optimizers]}, str(path))
+
+    def load_training_state(self, path: Path) -> None:
+        state = jt.load(str(path))
+        if not isinstance(state, dict) or state.get("format") != TRAINING_STATE_FORMAT:
+            raise ValueError(f"{str(path)!r} was not written by fastcore_train's jittor driver.")
+        self.restore_training_state(state, load_optimizer_state)  # jittor has no scaler state to restore
+        jt.sync_all()
+
+    def rng_state(self) -> dict[str, Any]:
+        return self.driver.seeder.state()
+
+    def load_rng_state(self, state: dict[str, Any]) -> None:
+        self.driver.seeder.load(state)

@@ -1,0 +1,87 @@
+"""A driver's place in its job and the collectives the controller needs: ``driver.comm``.
+
+:class:`Collectives` is one process's answer (rank 0 of 1, nothing to wait for). A data-parallel
+driver holds a subclass for its framework: :class:`ObjectCollectives` for frameworks whose
+distributed module has torch's object API (torch, paddle), or the backend's own (jittor's MPI,
+oneflow's ``comm``), in ``backends/<name>/world.py``. Rank facts come from the launcher's
+environment (:mod:`fastcore_train.parallel.environment`), read once.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from fastcore_train.parallel.environment import SINGLE_PROCESS, RankFacts
+
+
+class Collectives:
+    """This rank's facts and its collectives over picklable objects; one process by default.
+
+    ``distributed`` says whether the driver trains data-parallel (its samplers split data and its
+    metrics aggregate); by default, whether the job has more than one rank.
+    """
+
+    def __init__(self, facts: RankFacts = SINGLE_PROCESS, distributed: Optional[bool] = None) -> None:
+        self.facts = facts
+        self._distributed = facts.world_size > 1 if distributed is None else distributed
+
+    @property
+    def rank(self) -> int:
+        """This process's global rank."""
+        return self.facts.rank
+
+    @property
+    def world_size(self) -> int:
+        """How many ranks the job has."""
+        return self.facts.world_size
+
+    @property
+    def local_rank(self) -> int:
+        """This process's rank on its machine."""
+        return self.facts.local_rank
+
+    def is_distributed(self) -> bool:
+        return self._distributed
+
+    def is_global_zero(self) -> bool:
+        return self.rank == 0
+
+    def barrier(self) -> None:
+        """Wait for every rank; nothing to wait for in one process."""
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        """Rank ``src``'s ``obj`` on every rank."""
+        return obj
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        """Every rank's ``obj``, in rank order."""
+        return [obj]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size})"
+
+
+class ObjectCollectives(Collectives):
+    """Collectives through a framework module with torch's object API (``barrier``,
+    ``broadcast_object_list``, ``all_gather_object``): ``torch.distributed``, ``paddle.distributed``.
+
+    ``gather_appends``: the module's ``all_gather_object`` appends to an empty list (paddle's)
+    instead of filling one sized to the world (torch's).
+    """
+
+    def __init__(self, facts: RankFacts, module: Any, gather_appends: bool = False) -> None:
+        super().__init__(facts, distributed=True)
+        self.module = module
+        self._gather_appends = gather_appends
+
+    def barrier(self) -> None:
+        self.module.barrier()
+
+    def broadcast_object(self, obj: Any, src: int = 0) -> Any:
+        holder = [obj]
+        self.module.broadcast_object_list(holder, src=src)
+        return holder[0]
+
+    def all_gather_object(self, obj: Any) -> list[Any]:
+        gathered: list[Any] = [] if self._gather_appends else [None] * self.world_size
+        self.module.all_gather_object(gathered, obj)
+        return gathered

@@ -1,0 +1,70 @@
+"""How a driver's framework serves data: ``driver.data``.
+
+The controller asks it how many batches a dataloader has, which batch sampler it draws from, how
+it samples (so that :mod:`fastcore_train.samplers.adapt` can swap in a reproducible sampler), to
+rebuild it around another batch sampler, to move a batch to the device and to read tensors as
+python numbers. Defaults here are the answers for any iterable; a backend's
+``backends/<name>/dataloader.py`` subclasses :class:`DataAdapter` and names its framework's calls.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Optional
+
+if TYPE_CHECKING:
+    from fastcore_train.samplers.adapt import DataLoaderArgs
+
+
+class DataAdapter:
+    """Data handling for one driver; ``device`` is where batches go before the forward.
+
+    ``needs_move`` is False when batches already arrive where the model wants them (the loop then
+    skips :meth:`move`).
+    """
+
+    #: The kind of dataloader to suggest in errors, e.g. ``"a torch.utils.data.DataLoader"``.
+    example = "an iterable of batches"
+
+    def __init__(self, device: Any = None, needs_move: bool = False) -> None:
+        self.device = device
+        self.needs_move = needs_move
+
+    def check(self, dataloader: Any, name: str) -> None:
+        """Raise a clear TypeError when ``dataloader`` cannot be iterated."""
+        if not hasattr(dataloader, "__iter__"):
+            raise TypeError(f"{name} must be iterable (e.g. {self.example}), got {type(dataloader).__name__}.")
+
+    def length(self, dataloader: Any) -> Optional[int]:
+        """Batches per epoch, or None for an unsized iterable."""
+        try:
+            return len(dataloader)
+        except TypeError:
+            return None
+
+    def batch_sampler(self, dataloader: Any) -> Any:
+        """The batch sampler a dataloader draws from, or None."""
+        return getattr(dataloader, "batch_sampler", None)
+
+    def set_epoch(self, dataloader: Any, epoch: int) -> None:
+        """Tell the dataloader's (batch) sampler which epoch starts (reshuffles seeded samplers)."""
+        for sampler in (self.batch_sampler(dataloader), getattr(dataloader, "sampler", None)):
+            if hasattr(sampler, "set_epoch"):
+                sampler.set_epoch(epoch)
+                return
+
+    def dataloader_args(self, dataloader: Any) -> Optional["DataLoaderArgs"]:
+        """What the dataloader samples and how (for swapping in a reproducible sampler); None when
+        this kind of dataloader cannot take another batch sampler."""
+        return None
+
+    def replace_batch_sampler(self, dataloader: Any, batch_sampler: Any) -> Any:
+        """A new dataloader like ``dataloader`` drawing batches from ``batch_sampler``; the user's
+        dataloader is left untouched and usable."""
+        raise NotImplementedError(f"{type(self).__name__} cannot replace a dataloader's batch sampler.")
+
+    def move(self, batch: Any) -> Any:
+        """``batch`` with every tensor inside (nested) moved to :attr:`device`."""
+        return batch
+
+    def to_numeric(self, value: Any) -> Any:
+        """A tensor (or nested container of them) as python numbers, for logs and results."""
+        return value

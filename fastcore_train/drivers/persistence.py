@@ -1,0 +1,83 @@
+"""What a driver writes into a checkpoint and reads back: ``driver.io``.
+
+The checkpoint folder's layout is :mod:`fastcore_train.checkpoint`'s, the same for every backend;
+a driver's :class:`Persistence` supplies the files of its framework: the model, the training state
+(optimizers, and the precision's grad-scaler state under
+:data:`~fastcore_train.drivers.precision.GRAD_SCALER_KEY`) and this rank's framework RNG state.
+A backend subclasses it in ``backends/<name>/persistence.py``; sharded drivers, whose saving is
+collective, subclass that.
+"""
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, Optional
+
+from fastcore_train.drivers.precision import GRAD_SCALER_KEY
+
+if TYPE_CHECKING:
+    from fastcore_train.drivers.driver import Driver
+
+
+class Persistence(ABC):
+    """Saving and loading for ``driver``: model files, training state and RNG state."""
+
+    #: The extension of the files (or folders) :meth:`save_model` writes, e.g. ``.pt``.
+    model_file_suffix: str = ""
+    #: True when saving is a collective operation (sharded models): the controller then calls
+    #: ``save_model``/``save_training_state`` on every rank and this object decides who writes.
+    collective_save: bool = False
+
+    def __init__(self, driver: "Driver") -> None:
+        self.driver = driver
+
+    @abstractmethod
+    def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """Write the (unwrapped) model to ``path``."""
+
+    @abstractmethod
+    def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
+        """Restore the model from ``path``, written by :meth:`save_model`."""
+
+    @abstractmethod
+    def save_training_state(self, path: Path) -> None:
+        """Write the optimizers' state (and the precision's scaler state) to ``path``."""
+
+    @abstractmethod
+    def load_training_state(self, path: Path) -> None:
+        """Restore what :meth:`save_training_state` wrote."""
+
+    @abstractmethod
+    def rng_state(self) -> Any:
+        """This rank's framework random state (CPU and device generators) as JSON-able data."""
+
+    @abstractmethod
+    def load_rng_state(self, state: Any) -> None:
+        """Restore what :meth:`rng_state` returned."""
+
+    # ------------------------------------------------------------------ shared by the backends
+    def training_state(self, optimizer_states: list[Any]) -> dict[str, Any]:
+        """The training state a driver writes: its optimizers' states, then the precision's
+        scaler state (None without a scaler)."""
+        return {"optimizers": optimizer_states, GRAD_SCALER_KEY: self.driver.precision.state_dict()}
+
+    def restore_training_state(self, state: dict[str, Any],
+                               load_optimizer: Optional[Callable[[Any, Any], None]] = None) -> None:
+        """Restore a :meth:`training_state`: each optimizer's with ``load_optimizer(optimizer,
+        saved)`` (default ``optimizer.load_state_dict(saved)``), then the scaler's, if any."""
+        saved = state["optimizers"]
+        self.check_optimizer_count(len(saved))
+        for optimizer, optimizer_state in zip(self.driver.optimizers, saved):
+            if load_optimizer is None:
+                optimizer.load_state_dict(optimizer_state)
+            else:
+                load_optimizer(optimizer, optimizer_state)
+        self.driver.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
+
+    def check_optimizer_count(self, saved: int) -> None:
+        """A ValueError unless a checkpoint's ``saved`` optimizer states match the driver's optimizers."""
+        optimizers = self.driver.optimizers
+        if saved != len(optimizers):
+            raise ValueError(
+                f"The checkpoint holds {saved} optimizer state(s) but the trainer has "
+                f"{len(optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
