@@ -38,8 +38,8 @@ class LoadBestModelCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         self.tracker.bind(trainer, "LoadBestModelCallback")
         if self.save_folder is None:
-            self.save_folder = Path(driver.comm.broadcast_object(tempfile.mkdtemp(prefix="fastcore_best_")
-                                                            if driver.comm.is_global_zero() else None))
+            made_here = tempfile.mkdtemp(prefix="fastcore_best_") if driver.comm.is_global_zero() else None
+            self.save_folder = Path(driver.comm.broadcast_object(made_here))
             self._made_temporary = True
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:

@@ -63,6 +63,11 @@ class DataAdapter:
 
     def move(self, batch: Any) -> Any:
         """``batch`` with every tensor inside (nested) moved to :attr:`device`."""
+        return self.move_to(batch, self.device)
+
+    @staticmethod
+    def move_to(batch: Any, device: Any) -> Any:
+        """The framework's nested move (``utils.nested`` based); the identity by default."""
         return batch
 
     def to_numeric(self, value: Any) -> Any:

@@ -104,4 +104,5 @@ def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]
         return dataloader, False
     sampler = UnrepeatedSequentialSampler(args.dataset)
     sampler.set_distributed(driver.comm.world_size, driver.comm.rank)
-    return driver.data.replace_batch_sampler(dataloader, BatchedIndices(sampler, args.batch_size, drop_last=False)), True
+    batches = BatchedIndices(sampler, args.batch_size, drop_last=False)
+    return driver.data.replace_batch_sampler(dataloader, batches), True

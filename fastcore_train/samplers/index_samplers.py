@@ -6,11 +6,11 @@ from typing import Any
 
 import numpy as np
 
-from fastcore_train.samplers.base import ReproducibleSampler, check_epoch
-from fastcore_train.samplers.orders import Lengths, check_seed, random_order, read_lengths, sorted_order
+from fastcore_train.samplers.base import ReproducibleSampler
+from fastcore_train.samplers.orders import Lengths, ShuffledOrder, check_seed, read_lengths, sorted_order
 
 
-class RandomSampler(ReproducibleSampler):
+class RandomSampler(ShuffledOrder, ReproducibleSampler):
     """A fresh permutation of the dataset every epoch, from ``(seed, epoch)`` only.
 
     ``shuffle=False`` serves the indices in order (and still resumes mid-epoch).
@@ -19,12 +19,6 @@ class RandomSampler(ReproducibleSampler):
     def __init__(self, dataset: int | Sized, shuffle: bool = True, seed: int = 0) -> None:
         super().__init__(dataset, check_seed(seed))
         self.shuffle = bool(shuffle)
-
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        return random_order(self.num_samples, self.seed, check_epoch(epoch), self.shuffle)
-
-    def _order_params(self) -> dict[str, Any]:
-        return {"shuffle": self.shuffle}
 
     def _load_order_params(self, state: dict[str, Any]) -> None:
         self.seed = check_seed(state["seed"])

@@ -11,6 +11,8 @@ from typing import Union
 
 import numpy as np
 
+from fastcore_train.samplers._progress import check_epoch
+
 #: Per-sample lengths: a sequence/array with one number per sample, or ``callable(index) -> int``.
 Lengths = Union[Sequence[float], np.ndarray, Callable[[int], float]]
 
@@ -32,6 +34,21 @@ def random_order(num_samples: int, seed: int, epoch: int, shuffle: bool = True) 
     if not shuffle:
         return np.arange(num_samples, dtype=np.int64)
     return epoch_rng(seed, epoch).permutation(num_samples).astype(np.int64)
+
+
+class ShuffledOrder:
+    """The ``epoch_order`` of a sampler with a ``shuffle`` flag: :func:`random_order` of its
+    ``num_samples`` and ``seed`` (shared by the reproducible and the unrepeated samplers)."""
+
+    num_samples: int
+    seed: int
+    shuffle: bool
+
+    def epoch_order(self, epoch: int) -> np.ndarray:
+        return random_order(self.num_samples, self.seed, check_epoch(epoch), self.shuffle)
+
+    def _order_params(self) -> dict[str, bool]:
+        return {"shuffle": self.shuffle}
 
 
 def read_lengths(length: Lengths, num_samples: int) -> np.ndarray:

@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 import numpy as np
 
 from fastcore_train.samplers.base import check_distributed, check_epoch, dataset_length, rank_share
-from fastcore_train.samplers.orders import Lengths, check_seed, random_order, read_lengths, sorted_order
+from fastcore_train.samplers.orders import Lengths, ShuffledOrder, check_seed, read_lengths, sorted_order
 
 _U = TypeVar("_U", bound="UnrepeatedSampler")
 
@@ -71,18 +71,12 @@ class UnrepeatedSampler(ABC):
             self.shuffle = bool(state["shuffle"])
 
 
-class UnrepeatedRandomSampler(UnrepeatedSampler):
+class UnrepeatedRandomSampler(ShuffledOrder, UnrepeatedSampler):
     """A permutation from ``(seed, epoch)`` when ``shuffle``, else the dataset order."""
 
     def __init__(self, dataset: int | Sized, shuffle: bool = False, seed: int = 0) -> None:
         super().__init__(dataset, check_seed(seed))
         self.shuffle = bool(shuffle)
-
-    def epoch_order(self, epoch: int) -> np.ndarray:
-        return random_order(self.num_samples, self.seed, check_epoch(epoch), self.shuffle)
-
-    def _order_params(self) -> dict[str, Any]:
-        return {"shuffle": self.shuffle}
 
 
 class UnrepeatedSequentialSampler(UnrepeatedSampler):

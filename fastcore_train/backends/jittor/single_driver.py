@@ -10,19 +10,12 @@ from fastcore_train.backends.jittor.devices import parse_device, use_device
 from fastcore_train.backends.jittor.persistence import JittorPersistence
 from fastcore_train.backends.jittor.precision import JittorPrecision
 from fastcore_train.backends.jittor.rng import StepSeeder
+from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.parallel.placement import device_name
 
 _JITTOR_KWARGS = {"amp_level"}
 
-
-def check_jittor_kwargs(jittor_kwargs: Optional[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
-    """A copy of ``jittor_kwargs``; unknown keys are a TypeError listing the accepted ones."""
-    jittor_kwargs = dict(jittor_kwargs or {})
-    unknown = set(jittor_kwargs) - accepted
-    if unknown:
-        raise TypeError(f"Unknown jittor_kwargs {sorted(unknown)}; accepted: {sorted(accepted)}.")
-    return jittor_kwargs
 
 
 class JittorSingleDriver(Driver):
@@ -44,7 +37,7 @@ class JittorSingleDriver(Driver):
     def __init__(self, model: jt.Module, device: Any = "cpu", fp16: bool = False,
                  jittor_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
-        jittor_kwargs = check_jittor_kwargs(jittor_kwargs, _JITTOR_KWARGS)
+        jittor_kwargs = check_backend_options("jittor_kwargs", jittor_kwargs, _JITTOR_KWARGS)
         self._device = parse_device(device)
         if data_device is not None and device_name(data_device).split(":")[0] != device_name(self._device):
             raise ValueError(f"data_device={data_device!r} differs from the model's device {self._device!r}, but jittor "

@@ -7,7 +7,6 @@ named here.
 """
 from __future__ import annotations
 
-from typing import Any
 
 from oneflow.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
@@ -33,6 +32,4 @@ class OneflowData(DataAdapter):
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     to_numeric = staticmethod(to_numeric)
-
-    def move(self, batch: Any) -> Any:
-        return move_to_device(batch, self.device)
+    move_to = staticmethod(move_to_device)

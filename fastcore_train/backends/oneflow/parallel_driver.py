@@ -61,8 +61,8 @@ class OneflowDDPDriver(OneflowSingleDriver):
         if flow.env.get_world_size() != self.comm.world_size:
             raise RuntimeError(
                 f"oneflow was imported with world size {flow.env.get_world_size()}, but this rank belongs to a job "
-                f"of {self.comm.world_size}; oneflow reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when first imported, "
-                "so set them before importing it (python -m oneflow.distributed.launch does).")
+                f"of {self.comm.world_size}; oneflow reads RANK/WORLD_SIZE/MASTER_ADDR/MASTER_PORT when first "
+                "imported, so set them before importing it (python -m oneflow.distributed.launch does).")
         if self._device.type == "cpu":
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.comm.world_size))

@@ -9,18 +9,11 @@ from fastcore_train.backends.oneflow.dataloader import OneflowData
 from fastcore_train.backends.oneflow.persistence import OneflowPersistence
 from fastcore_train.backends.oneflow.precision import OneflowPrecision
 from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
+from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype"}
 
-
-def check_oneflow_kwargs(oneflow_kwargs: Optional[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
-    """A copy of ``oneflow_kwargs``; unknown keys are a TypeError listing the accepted ones."""
-    oneflow_kwargs = dict(oneflow_kwargs or {})
-    unknown = set(oneflow_kwargs) - accepted
-    if unknown:
-        raise TypeError(f"Unknown oneflow_kwargs {sorted(unknown)}; accepted: {sorted(accepted)}.")
-    return oneflow_kwargs
 
 
 def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.device:
@@ -70,7 +63,7 @@ class OneflowSingleDriver(Driver):
     def __init__(self, model: flow.nn.Module, device: Any = "cpu", fp16: bool = False,
                  oneflow_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
-        oneflow_kwargs = check_oneflow_kwargs(oneflow_kwargs, _ONEFLOW_KWARGS)
+        oneflow_kwargs = check_backend_options("oneflow_kwargs", oneflow_kwargs, _ONEFLOW_KWARGS)
         self._device = parse_device(device, model)
         data_place = parse_device(data_device, model) if data_device is not None else self._device
         self.data = OneflowData(data_place, needs_move=data_place.type != "cpu")

@@ -57,6 +57,4 @@ class PaddleData(DataAdapter):
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     to_numeric = staticmethod(to_numeric)
-
-    def move(self, batch: Any) -> Any:
-        return move_to_device(batch, self.device)
+    move_to = staticmethod(move_to_device)

@@ -17,7 +17,8 @@ import paddle.distributed as dist
 from paddle.distributed import fleet
 
 from fastcore_train.backends.paddle.devices import is_gpu
-from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS, check_paddle_kwargs
+from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS
+from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
@@ -48,7 +49,7 @@ class PaddleFleetDriver(PaddleSingleDriver):
 
     def __init__(self, model: paddle.nn.Layer, device: Any, world: RankFacts, fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
-        paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
+        paddle_kwargs = check_backend_options("paddle_kwargs", paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
         self._strategy = paddle_kwargs.pop("fleet_strategy", None)
         super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
         self.comm = ObjectCollectives(world, dist, gather_appends=True)  # paddle's all_gather_object appends

@@ -9,18 +9,11 @@ from fastcore_train.backends.paddle.dataloader import PaddleData
 from fastcore_train.backends.paddle.devices import parse_device
 from fastcore_train.backends.paddle.persistence import PaddlePersistence
 from fastcore_train.backends.paddle.precision import PaddlePrecision
+from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
 
 _PADDLE_KWARGS = {"set_grad_to_zero", "input_spec", "gradscaler_kwargs", "amp_level", "amp_dtype"}
 
-
-def check_paddle_kwargs(paddle_kwargs: Optional[dict[str, Any]], accepted: set[str]) -> dict[str, Any]:
-    """A copy of ``paddle_kwargs``; unknown keys are a TypeError listing the accepted ones."""
-    paddle_kwargs = dict(paddle_kwargs or {})
-    unknown = set(paddle_kwargs) - accepted
-    if unknown:
-        raise TypeError(f"Unknown paddle_kwargs {sorted(unknown)}; accepted: {sorted(accepted)}.")
-    return paddle_kwargs
 
 
 class PaddleSingleDriver(Driver):
@@ -45,7 +38,7 @@ class PaddleSingleDriver(Driver):
     def __init__(self, model: paddle.nn.Layer, device: Any = "cpu", fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
-        paddle_kwargs = check_paddle_kwargs(paddle_kwargs, _PADDLE_KWARGS)
+        paddle_kwargs = check_backend_options("paddle_kwargs", paddle_kwargs, _PADDLE_KWARGS)
         self._device = parse_device(device)
         data_place = parse_device(data_device) if data_device is not None else self._device
         # Paddle's DataLoader puts batches on the current device, which setup() makes ours.

@@ -62,17 +62,21 @@ def data_parallel_placement(driver_name: str, model: torch.nn.Module, device: An
     return placement
 
 
+_SHARDING_KWARGS = ("fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs")
+
+
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,
                   **kwargs: Any) -> TorchSingleDriver:
     """Single process for one device; DDP for a device list, a launcher's environment, or a
     process group / DDP model the user set up. ``fairscale``, ``torch_fsdp`` and ``deepspeed``
-    live in their own modules (``<name>_driver.create_driver``), imported only when named."""
+    live in their own modules (``<name>_driver.create_driver``), imported only when named; each
+    receives only its own ``<name>_kwargs``."""
+    sharding_options = {key: kwargs.pop(key, None) for key in _SHARDING_KWARGS}
+    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     if driver_name != "torch":
         module = importlib.import_module(f"fastcore_train.backends.torch.{driver_name}_driver")
-        return module.create_driver(model, device=device, fp16=fp16, **kwargs)
-    for other in ("fairscale_kwargs", "deepspeed_kwargs", "torch_fsdp_kwargs"):
-        kwargs.pop(other, None)
-    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
+        return module.create_driver(model, device, fp16, sharding_options[f"{driver_name}_kwargs"],
+                                    output_from_new_proc, **kwargs)
     placement = place_ranks(device)
     if placement.is_distributed:
         return with_launcher(TorchDDPDriver(model, placement.device, placement.facts, fp16=fp16, **kwargs), placement,

@@ -278,14 +278,14 @@ class DeepSpeedPersistence(TorchPersistence):
             raise ValueError(f"DeepSpeed could not load the training state in {str(path)!r}.")
 
 
-def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,
-                  **kwargs: Any) -> TorchDeepSpeedDriver:
+def create_driver(model: torch.nn.Module, device: Any, fp16: bool, deepspeed_kwargs: Optional[dict[str, Any]],
+                  output_from_new_proc: str, **kwargs: Any) -> TorchDeepSpeedDriver:
     """``driver="deepspeed"``: the ranks come from a launcher's environment (torchrun), a process
     group the user initialised, or a device list (this process starts the other ranks); a single
     device trains in one process (a DeepSpeed world of one)."""
     from fastcore_train.backends.torch import place_ranks, with_launcher
 
-    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = place_ranks(device)
-    driver = TorchDeepSpeedDriver(model, placement.device, placement.facts, fp16=fp16, **kwargs)
+    driver = TorchDeepSpeedDriver(model, placement.device, placement.facts, fp16=fp16,
+                                  deepspeed_kwargs=deepspeed_kwargs, **kwargs)
     return with_launcher(driver, placement, output_from_new_proc)

@@ -243,15 +243,11 @@ def _strip(key: str) -> str:
     return key[len(_DISPATCH_PREFIX):] if key.startswith(_DISPATCH_PREFIX) else key
 
 
-def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False, **kwargs: Any) -> FairScaleDriver:
+def create_driver(model: torch.nn.Module, device: Any, fp16: bool, fairscale_kwargs: Optional[dict[str, Any]],
+                  output_from_new_proc: str, **kwargs: Any) -> FairScaleDriver:
     """A FairScale driver for this rank: one device per rank (a device list, torchrun, or a process group)."""
-    fairscale_kwargs = kwargs.pop("fairscale_kwargs", None)
-    for other in ("deepspeed_kwargs", "torch_fsdp_kwargs"):
-        kwargs.pop(other, None)
     from fastcore_train.backends.torch import data_parallel_placement, with_launcher
 
-    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = data_parallel_placement("fairscale", model, device)
-    driver = FairScaleDriver(model, placement.device, placement.facts, fp16=fp16, fairscale_kwargs=fairscale_kwargs,
-                             **kwargs)
+    driver = FairScaleDriver(model, placement.device, placement.facts, fp16=fp16, fairscale_kwargs=fairscale_kwargs, **kwargs)
     return with_launcher(driver, placement, output_from_new_proc)

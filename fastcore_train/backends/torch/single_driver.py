@@ -8,6 +8,7 @@ import torch
 from fastcore_train.backends.torch.dataloader import TorchData
 from fastcore_train.backends.torch.persistence import TorchPersistence
 from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
+from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
@@ -58,10 +59,7 @@ class TorchSingleDriver(Driver):
     def __init__(self, model: torch.nn.Module, device: Any = "cpu", fp16: bool = False,
                  torch_kwargs: Optional[dict[str, Any]] = None, data_device: Any = None, **kwargs: Any) -> None:
         super().__init__(model, fp16=fp16)
-        torch_kwargs = dict(torch_kwargs or {})
-        unknown = set(torch_kwargs) - _TORCH_KWARGS
-        if unknown:
-            raise TypeError(f"Unknown torch_kwargs {sorted(unknown)}; accepted: {sorted(_TORCH_KWARGS)}.")
+        torch_kwargs = check_backend_options("torch_kwargs", torch_kwargs, _TORCH_KWARGS)
         self._device = parse_device(device, model)
         self._set_grad_to_none = torch_kwargs.get("set_grad_to_none", True)
         self.data = TorchData(parse_device(data_device, model) if data_device is not None else self._device,

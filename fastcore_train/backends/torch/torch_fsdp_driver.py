@@ -223,15 +223,11 @@ def _saved_optimizer_count(path: Path) -> int:
     return len({key.split(".", 1)[0] for key in keys if key.startswith("optimizer_")})
 
 
-def create_driver(model: torch.nn.Module, device: Any = "cpu", fp16: bool = False, **kwargs: Any) -> TorchFSDPDriver:
+def create_driver(model: torch.nn.Module, device: Any, fp16: bool, torch_fsdp_kwargs: Optional[dict[str, Any]],
+                  output_from_new_proc: str, **kwargs: Any) -> TorchFSDPDriver:
     """A torch FSDP driver for this rank: one device per rank (a device list, torchrun, or a process group)."""
-    torch_fsdp_kwargs = kwargs.pop("torch_fsdp_kwargs", None)
-    for other in ("deepspeed_kwargs", "fairscale_kwargs"):
-        kwargs.pop(other, None)
     from fastcore_train.backends.torch import data_parallel_placement, with_launcher
 
-    output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
     placement = data_parallel_placement("torch_fsdp", model, device)
-    driver = TorchFSDPDriver(model, placement.device, placement.facts, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs,
-                             **kwargs)
+    driver = TorchFSDPDriver(model, placement.device, placement.facts, fp16=fp16, torch_fsdp_kwargs=torch_fsdp_kwargs, **kwargs)
     return with_launcher(driver, placement, output_from_new_proc)

@@ -51,11 +51,11 @@ def test_save_model_writes_a_folder_that_load_model_reads(tmp_path):
     driver.io.save_model(tmp_path / "m.oneflow")
     assert (tmp_path / "m.oneflow").is_dir()
     other = create_driver("oneflow", HARNESS.make_model(initial_weights(seed=3)))
-    other.load_model(tmp_path / "m.oneflow")
+    other.io.load_model(tmp_path / "m.oneflow")
     x, _ = make_data(5)
     np.testing.assert_array_equal(HARNESS.predict(other.model, x), HARNESS.predict(model, x))
     with pytest.raises(FileNotFoundError, match="not a folder written by oneflow.save"):
-        other.load_model(tmp_path / "missing")
+        other.io.load_model(tmp_path / "missing")
 
 
 def test_rng_state_round_trip_repeats_dropout_masks():

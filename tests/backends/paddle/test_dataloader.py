@@ -9,6 +9,8 @@ from paddle.io import (BatchSampler, DataLoader, Dataset, DistributedBatchSample
 
 from fastcore_train import ReproduceBatchSampler
 from fastcore_train.backends.paddle import PaddleSingleDriver
+from fastcore_train.drivers import Collectives
+from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.samplers.adapt import (find_reproducible_batch_sampler, make_reproducible_dataloader,
                                            make_unrepeated_dataloader)
 
@@ -88,15 +90,7 @@ def test_evaluation_share_of_each_rank_is_disjoint_and_complete():
     class TwoRanks(PaddleSingleDriver):
         def __init__(self, rank):
             super().__init__(paddle.nn.Linear(1, 1))
-            self._rank = rank
-
-        @property
-        def rank(self):
-            return self._rank
-
-        @property
-        def world_size(self):
-            return 2
+            self.comm = Collectives(RankFacts(rank=rank, local_rank=rank, world_size=2))
 
     shares = []
     for rank in (0, 1):

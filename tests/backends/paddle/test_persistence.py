@@ -44,7 +44,7 @@ def test_a_whole_model_is_exported_with_jit_save_and_reloads(tmp_path):
     other = HARNESS.make_model(initial_weights(seed=7))
     loader = Trainer(other, HARNESS.make_dataloader(x, x[:, 0].astype("int64"), 8), HARNESS.make_sgd(other, 0.1),
                      driver="paddle", progress_bar=None)
-    loader.driver.load_model(folder, only_state_dict=False)
+    loader.driver.io.load_model(folder, only_state_dict=False)
     np.testing.assert_array_equal(HARNESS.predict(other, x), expected)
 
 

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from fastcore_train.backends.torch.fairscale_driver import create_driver
+from fastcore_train.backends.torch import create_driver
 from tests.backends.torch.scripts.sharded_job import (HARNESS, PREDICT_X,
                                                       assert_clipped_training_matches_one_process, assert_close,
                                                       outputs, run_job, single_process_weights)
@@ -80,19 +80,19 @@ def test_a_failing_rank_ends_the_job_quickly(tmp_path):
 def test_fairscale_fsdp_on_cpu_is_refused_with_what_to_use_instead():
     model = HARNESS.make_model(initial_weights())
     with pytest.raises(ValueError, match="needs CUDA.*torch_fsdp"):
-        create_driver(model, device=["cpu", "cpu"], fairscale_kwargs={"fsdp": True})
+        create_driver("fairscale", model, device=["cpu", "cpu"], fairscale_kwargs={"fsdp": True})
 
 
 def test_one_device_is_refused():
     model = HARNESS.make_model(initial_weights())
     with pytest.raises(ValueError, match="one device per rank"):
-        create_driver(model, device="cpu")
+        create_driver("fairscale", model, device="cpu")
 
 
 def test_unknown_fairscale_kwargs_are_refused():
     model = HARNESS.make_model(initial_weights())
     with pytest.raises(TypeError, match="Unknown fairscale_kwargs"):
-        create_driver(model, device=["cpu", "cpu"], fairscale_kwargs={"fdsp": True})
+        create_driver("fairscale", model, device=["cpu", "cpu"], fairscale_kwargs={"fdsp": True})
 
 
 @pytest.mark.distributed

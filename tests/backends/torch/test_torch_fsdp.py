@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from fastcore_train import Accuracy, Evaluator
-from fastcore_train.backends.torch.torch_fsdp_driver import create_driver
+from fastcore_train.backends.torch import create_driver
 from tests.backends.torch.scripts.sharded_job import (HARNESS, PREDICT_X,
                                                       assert_clipped_training_matches_one_process, assert_close,
                                                       outputs, run_job, single_process_weights)
@@ -93,9 +93,9 @@ def test_a_failing_rank_ends_the_job_quickly(tmp_path):
 def test_bad_torch_fsdp_kwargs_are_refused(options, error, message):
     model = HARNESS.make_model(initial_weights())
     with pytest.raises(error, match=message):
-        create_driver(model, device=["cpu", "cpu"], torch_fsdp_kwargs=options)
+        create_driver("torch_fsdp", model, device=["cpu", "cpu"], torch_fsdp_kwargs=options)
 
 
 def test_one_device_is_refused():
     with pytest.raises(ValueError, match="one device per rank"):
-        create_driver(HARNESS.make_model(initial_weights()), device="cpu")
+        create_driver("torch_fsdp", HARNESS.make_model(initial_weights()), device="cpu")

@@ -42,7 +42,8 @@ class SaveAndStop(Callback):
             except Exception as error:
                 if self.errors_to is None:
                     raise
-                Path(self.errors_to, f"rank_{trainer.driver.comm.rank}.error").write_text(f"{type(error).__name__}: {error}")
+                error_file = Path(self.errors_to, f"rank_{trainer.driver.comm.rank}.error")
+                error_file.write_text(f"{type(error).__name__}: {error}")
                 return
             trainer.stop_training()
 

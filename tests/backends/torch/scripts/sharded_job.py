@@ -118,7 +118,7 @@ def checkpoint(config, out, record, weights):
     loaded.load_model(out / "model")
     record.update(loaded_predictions=predictions(loaded), driver=type(loaded.driver).__name__,
                   resumed_batches=resumed.global_forward_batches)
-    return loaded.driver.rank
+    return loaded.driver.comm.rank
 
 
 def main(config):
