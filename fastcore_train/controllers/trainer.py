@@ -54,6 +54,10 @@ def default_batch_step(trainer: "Trainer", batch: Any) -> None:
     trainer.zero_grad()
 
 
+def _default_if_none(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin, StateViewMixin):
     """Train ``model`` on ``train_dataloader`` with ``optimizers`` through a framework driver.
 
@@ -92,8 +96,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self.model_wo_auto_param_call = model_wo_auto_param_call
         self.train_input_mapping = options.get("train_input_mapping", input_mapping)
         self.train_output_mapping = options.get("train_output_mapping", output_mapping)
-        self.use_dist_sampler = options.get("use_dist_sampler", True)
-        self.evaluate_use_dist_sampler = options.get("evaluate_use_dist_sampler", True)
+        # None means the default, as in fastNLP 1.0; evaluation follows use_dist_sampler unless told otherwise.
+        self.use_dist_sampler = _default_if_none(options.get("use_dist_sampler"), True)
+        self.evaluate_use_dist_sampler = _default_if_none(options.get("evaluate_use_dist_sampler"),
+                                                          self.use_dist_sampler)
 
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
