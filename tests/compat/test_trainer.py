@@ -140,3 +140,14 @@ def test_a_progress_callback_among_the_callbacks_replaces_the_default(harness, c
     assert [line.split("|")[1].strip() for line in lines] == ["batch 2/5", "batch 4/5", "batch 5/5"]
     loss = lines[0].split("|")[2].split()[1]
     assert len(loss.split(".")[1]) == 3
+
+
+def test_a_checkpoint_inside_an_accumulation_group_says_it_is_not_exact(harness, tmp_path, log_lines):
+    x, y = make_data(48)
+    model = harness.make_model(initial_weights())
+    trainer = make_trainer(harness, model, x, y, n_epochs=1, accumulation_steps=3)
+    trainer.add_callback_fn(Event.on_train_batch_end(),
+                            lambda t: t.save_checkpoint(tmp_path / f"b{t.global_forward_batches}"))
+    trainer.run(num_eval_sanity_batch=0)
+    warned = [line for line in log_lines if "inside an accumulation group" in line]
+    assert [line.split("after batch ")[1].split(" ")[0] for line in warned] == ["1", "2", "4", "5"]
