@@ -5,7 +5,7 @@ import pytest
 
 from fastcore_train import (Accuracy, Callback, CheckpointCallback, Event, GradClipCallback, JittorWarmupCallback,
                             MoreEvaluateCallback, OneflowWarmupCallback, PaddleWarmupCallback, TorchGradClipCallback,
-                            TorchWarmupCallback, Trainer, WarmupCallback)
+                            TorchWarmupCallback, WarmupCallback)
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import SaveAndStop, StopRun, assert_weights_equal, make_trainer
 

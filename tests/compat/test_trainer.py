@@ -7,7 +7,7 @@ import logging
 import numpy as np
 import pytest
 
-from fastcore_train import Accuracy, Callback, Event, Metric, RawTextCallback, Trainer
+from fastcore_train import Callback, Event, Metric, RawTextCallback, Trainer
 from fastcore_train.log import logger
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, make_trainer
