@@ -227,6 +227,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             catch_KeyboardInterrupt = not self.driver.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
         self._batch_cap = num_train_batch_per_epoch if num_train_batch_per_epoch > 0 else None
+        if self._batch_cap is not None and self.state.num_batches_per_epoch is not None:
+            # known before on_train_begin, so callbacks that plan over the run (WarmupCallback) see the cap
+            self.state.num_batches_per_epoch = min(self.state.num_batches_per_epoch, self._batch_cap)
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)

@@ -151,3 +151,12 @@ def test_a_checkpoint_inside_an_accumulation_group_says_it_is_not_exact(harness,
     trainer.run(num_eval_sanity_batch=0)
     warned = [line for line in log_lines if "inside an accumulation group" in line]
     assert [line.split("after batch ")[1].split(" ")[0] for line in warned] == ["1", "2", "4", "5"]
+
+
+def test_n_batches_counts_the_capped_epochs_from_the_start_of_run(harness):
+    x, y = make_data(40)
+    seen = []
+    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y, n_epochs=3)
+    trainer.add_callback_fn(Event.on_train_begin(), lambda t: seen.append(t.n_batches))
+    trainer.run(num_train_batch_per_epoch=2, num_eval_sanity_batch=0)
+    assert seen == [6] and trainer.global_forward_batches == 6
