@@ -12,6 +12,8 @@ from fastcore_train.events.callback import Callback
 from fastcore_train.utils.atomic import blocking_file
 
 EVALUATE_RESULTS_FILE = "evaluate_results.json"
+#: ``"trainer"`` is fastNLP 1.0's name for ``"checkpoint"`` (model plus everything needed to resume).
+SAVE_OBJECTS = ("model", "checkpoint", "trainer")
 
 
 class CheckpointCallback(Callback):
@@ -23,8 +25,10 @@ class CheckpointCallback(Callback):
       with the evaluation results beside it in ``evaluate_results.json``,
     - ``exception_{Name}`` when training raises one of ``on_exceptions``.
 
-    ``save_object="checkpoint"`` writes resumable checkpoints (``Trainer.save_checkpoint``);
-    ``"model"`` (fastNLP 1.0's default) writes the model only (``Trainer.save_model``).
+    ``topk``: 0 or None saves no evaluation, k > 0 keeps the k best, a negative number (-1) saves
+    after every evaluation and keeps them all. ``save_object="checkpoint"`` (or ``"trainer"``,
+    fastNLP 1.0's name) writes resumable checkpoints (``Trainer.save_checkpoint``); ``"model"``
+    (fastNLP 1.0's default) writes the model only (``Trainer.save_model``).
     """
 
     def __init__(self, folder: Union[str, Path, None] = None, every_n_epochs: Optional[int] = None,
@@ -33,13 +37,17 @@ class CheckpointCallback(Callback):
                  larger_better: Optional[bool] = None, only_state_dict: bool = True,
                  model_save_fn: Optional[Callable[[Path], None]] = None, save_object: str = "model",
                  save_evaluate_results: bool = True) -> None:
+        topk = 0 if topk is None else topk
         for name, value in (("every_n_epochs", every_n_epochs), ("every_n_batches", every_n_batches)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
                 raise ValueError(f"{name} must be a positive int or None, got {value!r}.")
-        if not isinstance(topk, int) or topk < 0:
-            raise ValueError(f"topk must be an int >= 0, got {topk!r}.")
-        if save_object not in ("model", "checkpoint"):
-            raise ValueError(f"save_object must be 'model' or 'checkpoint', got {save_object!r}.")
+        if isinstance(topk, bool) or not isinstance(topk, int):
+            raise ValueError(f"topk must be an int (k > 0: keep the k best; -1: keep every evaluation; 0 or None: "
+                             f"none), got {topk!r}.")
+        if save_object not in SAVE_OBJECTS:
+            raise ValueError(f"save_object must be 'model', 'checkpoint' or 'trainer' (the same as 'checkpoint'), "
+                             f"got {save_object!r}.")
+        save_object = "checkpoint" if save_object == "trainer" else save_object
         self.folder = Path(folder if folder is not None else "checkpoints")
         self.every_n_epochs = every_n_epochs
         self.every_n_batches = every_n_batches
@@ -85,13 +93,16 @@ class CheckpointCallback(Callback):
         value = self.tracker.value(results)
         if value is None:
             return
-        worst_kept = self.topk_saved[-1][0] if len(self.topk_saved) >= self.topk else None
+        keep_all = self.topk < 0
+        worst_kept = self.topk_saved[-1][0] if not keep_all and len(self.topk_saved) >= self.topk else None
         if worst_kept is not None and not self._better(value, worst_kept):
             return
         name = f"{self._position(trainer)}-{self.tracker.key(results)}_{value:.6g}".replace("#", "-")
         self._save(trainer, name, results)
         self.topk_saved.append((value, name))
         self.topk_saved.sort(key=lambda item: item[0], reverse=self.tracker.larger_better)
+        if keep_all:
+            return
         for _, dropped in self.topk_saved[self.topk:]:
             if trainer.driver.comm.is_global_zero():
                 shutil.rmtree(self.run_folder / dropped, ignore_errors=True)

@@ -59,3 +59,19 @@ def _positive(name: str, value: Any) -> float:
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or math.isnan(value) or value <= 0:
         raise ValueError(f"{name} must be a positive number, got {value!r}.")
     return float(value)
+
+
+class TorchGradClipCallback(GradClipCallback):
+    """fastNLP 1.0's name and arguments for :class:`GradClipCallback` (it works on every backend).
+
+    ``parameters`` is accepted for fastNLP code: fastNLP 1.0 replaced it by every parameter the
+    optimizers hold when training started, and so does this callback (the driver clips the
+    model's gradients); passing it logs that it is not used.
+    """
+
+    def __init__(self, clip_value: float = 1, clip_type: str = "norm", parameters: Any = None) -> None:
+        super().__init__(clip_value=clip_value, clip_type=clip_type)
+        if parameters is not None:
+            from fastcore_train.log import logger
+            logger.warning("TorchGradClipCallback(parameters=...) is not used: every parameter of the model is "
+                           "clipped, as fastNLP 1.0 did in practice.")

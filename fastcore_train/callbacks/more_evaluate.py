@@ -21,9 +21,10 @@ class MoreEvaluateCallback(Callback):
 
     When: every ``evaluate_every`` batches (> 0), every ``-evaluate_every`` epochs (< 0), when
     ``evaluate_every(trainer)`` is true (callable), or (``watch_monitor`` given, which then takes
-    precedence) each time the Trainer's own evaluation improves its ``watch_monitor`` result.
-    ``topk`` > 0 keeps the ``topk`` best models (or checkpoints, ``save_object``) by
-    ``topk_monitor`` of these results under ``folder``. The results are logged, kept in
+    precedence; ``evaluate_every`` may then be None) each time the Trainer's own evaluation
+    improves its ``watch_monitor`` result. ``topk`` > 0 keeps the ``topk`` best models (or
+    checkpoints, ``save_object="checkpoint"`` or ``"trainer"``) by ``topk_monitor`` of these
+    results under ``folder``; ``topk=-1`` saves after every one of these evaluations; 0 or None none. The results are logged, kept in
     ``last_results``, and passed to the trainer's metric-log callbacks (CSV, TensorBoard,
     curves) as ``more_evaluate``. Other keyword arguments go to the :class:`Evaluator`
     (``input_mapping``, ``output_mapping``, ``evaluate_batch_step_fn``, ...).
@@ -37,6 +38,9 @@ class MoreEvaluateCallback(Callback):
                  folder: Union[str, Path, None] = None, only_state_dict: bool = True,
                  save_object: str = "model", model_save_fn: Optional[Callable[[Path], None]] = None,
                  save_evaluate_results: bool = True, **evaluator_kwargs: Any) -> None:
+        topk = 0 if topk is None else topk
+        if evaluate_every is None and watch_monitor is not None:
+            evaluate_every = -1  # not used: watch_monitor decides when to evaluate
         if not metrics:
             raise ValueError("MoreEvaluateCallback needs metrics={'name': Metric} to compute on its dataloaders.")
         if not callable(evaluate_every) and (isinstance(evaluate_every, bool) or not isinstance(evaluate_every, int)
@@ -47,7 +51,7 @@ class MoreEvaluateCallback(Callback):
                 or num_eval_sanity_batch < 0:
             raise ValueError(f"num_eval_sanity_batch must be an int >= 0, got {num_eval_sanity_batch!r}.")
         if topk and topk_monitor is None:
-            raise ValueError("topk > 0 needs topk_monitor: the result of these evaluations that ranks the saves.")
+            raise ValueError("topk needs topk_monitor: the result of these evaluations that ranks (and names) the saves.")
         self.dataloaders = dataloaders
         self.metrics = metrics
         self.evaluate_every = evaluate_every

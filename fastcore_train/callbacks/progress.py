@@ -28,6 +28,9 @@ class ProgressCallback(Callback):
     def __init__(self, refresh_interval: float, loss_smoothing: float = 0.3) -> None:
         self.refresh_interval = refresh_interval
         self.loss_smoothing = loss_smoothing
+        #: refresh every this many batches instead of by wall time (fastNLP 1.0's ``print_every``)
+        self.every_n_batches: Optional[int] = None
+        self.loss_digits = 4
         self.smoothed_loss: Optional[float] = None
         self._next_refresh = 0.0
         self._start_time = 0.0
@@ -62,7 +65,8 @@ class ProgressCallback(Callback):
         rate = self._throughput(trainer, now)
         return {"epoch": trainer.cur_epoch_idx + 1, "n_epochs": trainer.n_epochs,
                 "batch": trainer.batch_idx_in_epoch, "per_epoch": trainer.num_batches_per_epoch,
-                "loss": self.smoothed_loss, "rate": rate, "eta": _format_seconds(self._eta(trainer, rate))}
+                "loss": self.smoothed_loss, "rate": rate, "eta": _format_seconds(self._eta(trainer, rate)),
+                "digits": self.loss_digits}
 
     # -- events
     def on_train_begin(self, trainer: Any) -> None:
@@ -72,6 +76,11 @@ class ProgressCallback(Callback):
         self._show_begin(trainer)
 
     def on_train_batch_end(self, trainer: Any) -> None:
+        if self.every_n_batches is not None:
+            if trainer.global_forward_batches % self.every_n_batches:
+                return
+            self._show_progress(trainer, self._summary(trainer, time.monotonic()))
+            return
         now = time.monotonic()
         if now < self._next_refresh:
             return
@@ -105,7 +114,7 @@ class ProgressCallback(Callback):
 
 def _line(summary: dict[str, Any]) -> str:
     per_epoch = summary["per_epoch"] or "?"
-    loss = "-" if summary["loss"] is None else f"{summary['loss']:.4f}"
+    loss = "-" if summary["loss"] is None else f"{summary['loss']:.{summary.get('digits', 4)}f}"
     return (f"Epoch {summary['epoch']}/{summary['n_epochs']} | batch {summary['batch']}/{per_epoch} | "
             f"loss {loss} | {summary['rate']:.1f} batch/s | ETA {summary['eta']}")
 
@@ -139,7 +148,7 @@ class TqdmProgress(ProgressCallback):
             return
         self._bar.set_description(f"Epoch {summary['epoch']}/{summary['n_epochs']}", refresh=False)
         if summary["loss"] is not None:
-            self._bar.set_postfix(loss=f"{summary['loss']:.4f}", refresh=False)
+            self._bar.set_postfix(loss=f"{summary['loss']:.{summary['digits']}f}", refresh=False)
         self._bar.update(trainer.global_forward_batches - self._bar.n)
 
     def _show_results(self, trainer: Any, results: dict) -> None:
@@ -172,7 +181,7 @@ class RichProgress(ProgressCallback):
     def _show_progress(self, trainer: Any, summary: dict[str, Any]) -> None:
         if self._progress is None:
             return
-        loss = "" if summary["loss"] is None else f"loss {summary['loss']:.4f} "
+        loss = "" if summary["loss"] is None else f"loss {summary['loss']:.{summary['digits']}f} "
         self._progress.update(self._task, completed=trainer.global_forward_batches,
                               description=f"Epoch {summary['epoch']}/{summary['n_epochs']} "
                                           f"batch {summary['batch']}/{summary['per_epoch'] or '?'}",
@@ -189,6 +198,43 @@ class RichProgress(ProgressCallback):
             self._progress.update(self._task, completed=trainer.global_forward_batches, refresh=True)
             self._progress.stop()
             self._progress = None
+
+
+def _fastnlp_style(callback: ProgressCallback, print_every: int, loss_round_ndigit: int) -> None:
+    """Apply fastNLP 1.0's progress arguments: refresh every ``print_every`` batches, loss digits."""
+    if isinstance(print_every, bool) or not isinstance(print_every, int) or print_every < 1:
+        raise ValueError(f"print_every must be a positive int, got {print_every!r}.")
+    callback.every_n_batches = print_every
+    callback.loss_digits = int(loss_round_ndigit)
+
+
+class RichCallback(RichProgress):
+    """fastNLP 1.0's name and arguments for :class:`RichProgress`: refresh every ``print_every``
+    batches, show the loss with ``loss_round_ndigit`` digits. ``monitor``, ``larger_better`` and
+    ``format_json`` are accepted and not used: evaluation results are printed whole."""
+
+    def __init__(self, print_every: int = 1, loss_round_ndigit: int = 6, monitor: Any = None,
+                 larger_better: bool = True, format_json: bool = True) -> None:
+        super().__init__()
+        _fastnlp_style(self, print_every, loss_round_ndigit)
+
+
+class TqdmCallback(TqdmProgress):
+    """fastNLP 1.0's name and arguments for :class:`TqdmProgress` (see :class:`RichCallback`)."""
+
+    def __init__(self, print_every: int = 1, loss_round_ndigit: int = 6, monitor: Any = None,
+                 larger_better: bool = True, format_json: bool = True) -> None:
+        super().__init__()
+        _fastnlp_style(self, print_every, loss_round_ndigit)
+
+
+class RawTextCallback(RawTextProgress):
+    """fastNLP 1.0's name and arguments for :class:`RawTextProgress` (see :class:`RichCallback`)."""
+
+    def __init__(self, print_every: int = 1, loss_round_ndigit: int = 6, monitor: Any = None,
+                 larger_better: bool = True, format_json: bool = True) -> None:
+        super().__init__()
+        _fastnlp_style(self, print_every, loss_round_ndigit)
 
 
 PROGRESS_BARS = ("auto", "rich", "tqdm", "raw", None)

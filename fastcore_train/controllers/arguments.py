@@ -1,6 +1,6 @@
 """Checking the Trainer's constructor and ``run()`` arguments before any work starts.
 
-A wrong value (``n_epochs=0``, metrics without a dataloader to compute them on, ...) is reported
+A wrong value (``n_epochs=-1``, metrics without a dataloader to compute them on, ...) is reported
 at once with what is accepted, instead of surfacing as an obscure failure deep in training.
 """
 from __future__ import annotations
@@ -30,7 +30,7 @@ def check_trainer_arguments(train_dataloader: Any, n_epochs: Any, evaluate_datal
     """Raise ValueError for a Trainer constructor argument that cannot work."""
     if train_dataloader is None:
         raise ValueError("train_dataloader is required.")
-    positive_int("n_epochs", n_epochs)
+    positive_int("n_epochs", n_epochs, allow=(0,))  # 0: only the evaluation before training (fastNLP 1.0)
     positive_int("accumulation_steps", accumulation_steps)
     positive_int("n_batches", n_batches, allow=(-1,))
     if isinstance(overfit_batches, bool) or not isinstance(overfit_batches, int) or overfit_batches < -1:
@@ -91,5 +91,6 @@ def check_run_arguments(num_train_batch_per_epoch: Any, num_eval_batch_per_dl: A
     """Raise ValueError for a ``Trainer.run`` batch cap that cannot work."""
     positive_int("num_train_batch_per_epoch", num_train_batch_per_epoch, allow=(-1,))
     positive_int("num_eval_batch_per_dl", num_eval_batch_per_dl, allow=(-1,))
-    if isinstance(num_eval_sanity_batch, bool) or not isinstance(num_eval_sanity_batch, int) or num_eval_sanity_batch < 0:
-        raise ValueError(f"num_eval_sanity_batch must be an int >= 0, got {num_eval_sanity_batch!r}.")
+    if isinstance(num_eval_sanity_batch, bool) or not isinstance(num_eval_sanity_batch, int) \
+            or num_eval_sanity_batch < -1:
+        raise ValueError(f"num_eval_sanity_batch must be an int >= 0 (or -1: every batch), got {num_eval_sanity_batch!r}.")

@@ -36,6 +36,13 @@ class BatchStepMixin:
             outputs = apply_mapping(self.train_output_mapping, outputs)
         return outputs
 
+    @staticmethod
+    def extract_loss_from_outputs(outputs: Any) -> Any:
+        """The loss in a training step's ``outputs``: ``outputs["loss"]`` of a dict, or the
+        ``loss`` attribute of a dataclass (or any object that has one); an error that says how to
+        provide one otherwise. fastNLP 1.0's name; callbacks use it to read the loss."""
+        return extract_loss(outputs)
+
     def backward(self, outputs: Any) -> None:
         """Backward the ``loss`` in ``outputs`` (divided by ``accumulation_steps``)."""
         manager = self.callback_manager
@@ -44,7 +51,7 @@ class BatchStepMixin:
         try:
             loss = outputs["loss"]
         except Exception:
-            loss = extract_loss(outputs)
+            loss = self.extract_loss_from_outputs(outputs)
         self.last_loss = loss
         if self.accumulation_steps > 1:
             loss = loss / self.accumulation_steps

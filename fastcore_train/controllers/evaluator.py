@@ -96,7 +96,8 @@ class Evaluator:
             self.driver.data.check(dataloader, f"evaluate dataloader {name or ''}".strip())
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
         self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
-        if self.driver.comm.is_distributed() and options.get("use_dist_sampler", True):
+        split = options.get("use_dist_sampler")
+        if self.driver.comm.is_distributed() and (split is None or bool(split)):
             for name, dataloader in self.dataloaders.items():
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
         self.metrics = _normalize_metrics(metrics)

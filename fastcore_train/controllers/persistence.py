@@ -78,6 +78,7 @@ class PersistenceMixin:
         problem = self.driver.comm.broadcast_object(problem)  # every rank raises alike, none waits
         if problem is not None:
             raise ckpt.CheckpointTargetError(problem)
+        self._warn_open_accumulation_group()
         callback_states = self.callback_manager.callback_states(self)
         sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
         consumed = self.state.batch_idx_in_epoch - self._batches_before_iter
@@ -91,6 +92,18 @@ class PersistenceMixin:
             ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
                                   model_save_fn, extra_json)
         self.driver.comm.barrier()
+
+    def _warn_open_accumulation_group(self) -> None:
+        """A checkpoint in the middle of an accumulation group does not hold the gradients
+        accumulated so far: say so, since a resume from it is then not bit-identical."""
+        state, k = self.state, getattr(self, "accumulation_steps", 1)
+        done = state.batch_idx_in_epoch
+        if k <= 1 or done % k == 0 or done == state.num_batches_per_epoch or not self.driver.comm.is_global_zero():
+            return
+        logger.warning("Checkpoint saved after batch %d of the epoch, inside an accumulation group (accumulation_steps=%d): "
+                       "the %d batch(es) of gradients accumulated since the last optimizer step are not saved, so a run "
+                       "resumed from it steps without them. Save every k batches (every_n_batches a multiple of %d) or at "
+                       "epoch ends to resume exactly.", done, k, done % k, k)
 
     def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
                         only_state_dict: bool = True,

@@ -64,7 +64,11 @@ class StateViewMixin:
 
     @property
     def n_batches(self) -> int:
-        return self.state.n_batches
+        """Batches the whole run trains (fastNLP 1.0's meaning): ``n_batches=`` when given, else
+        batches per epoch times ``n_epochs``; the given value (-1) while that is unknown (an
+        unsized dataloader)."""
+        total = self.state.total_batches
+        return total if total is not None else self.state.n_batches
 
     @property
     def total_batches(self) -> Optional[int]:

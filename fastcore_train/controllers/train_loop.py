@@ -52,6 +52,31 @@ class TrainLoopMixin:
         return state.cur_epoch_idx == state.n_epochs - 1 and per_epoch is not None \
             and state.batch_idx_in_epoch >= per_epoch
 
+    def _warn_partial_accumulation(self) -> None:
+        """Say at run time when accumulation groups do not divide an epoch, where fastNLP 1.0 differs.
+
+        Groups here never span epochs: the last batch of an epoch always steps, so no gradient is
+        in flight at an epoch's end (where checkpoints, evaluation and per-epoch schedules act),
+        and a checkpoint taken there resumes exactly. fastNLP 1.0 counted groups over the whole
+        run, carrying an epoch's partial group into the next one.
+        """
+        k, per_epoch = self.accumulation_steps, self.state.num_batches_per_epoch
+        if per_epoch is not None and self._batch_cap is not None:
+            per_epoch = min(per_epoch, self._batch_cap)
+        if k <= 1 or not per_epoch or per_epoch % k == 0 or not self.driver.comm.is_global_zero():
+            return
+        span = 2 * per_epoch  # two epochs show the pattern
+        in_epoch = [(b - 1) % per_epoch + 1 for b in range(1, span + 1)]
+        ours = [b for b, p in enumerate(in_epoch, 1) if p % k == 0 or p == per_epoch]
+        theirs = list(range(k, span + 1, k))
+        logger.warning(
+            "accumulation_steps=%d does not divide the %d batches of an epoch, so each epoch ends with a group of %d "
+            "batch(es) that steps the optimizers at the epoch's end (its loss still divided by %d): the optimizers step "
+            "after global batches %s. Groups never span epochs, so a checkpoint at an epoch's end resumes exactly. "
+            "fastNLP 1.0 counted groups across epochs instead (steps after %s). To step every %d batches throughout, "
+            "make the batches per epoch a multiple of %d (batch_size, drop_last, num_train_batch_per_epoch).",
+            k, per_epoch, per_epoch % k, k, _listed(ours), _listed(theirs), k, k)
+
     def _train_epoch(self) -> None:
         """One pass over the training dataloader; the per-batch hot path lives here."""
         manager = self.callback_manager
@@ -136,3 +161,7 @@ class TrainLoopMixin:
             per_epoch = per_epoch if cap is None else min(per_epoch, cap)
         state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
         return iterator, per_epoch
+
+
+def _listed(numbers: list[int]) -> str:
+    return ", ".join(map(str, numbers)) + ", ..."

@@ -54,6 +54,10 @@ def default_batch_step(trainer: "Trainer", batch: Any) -> None:
     trainer.zero_grad()
 
 
+def _default_if_none(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
 class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin, StateViewMixin):
     """Train ``model`` on ``train_dataloader`` with ``optimizers`` through a framework driver.
 
@@ -92,8 +96,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self.model_wo_auto_param_call = model_wo_auto_param_call
         self.train_input_mapping = options.get("train_input_mapping", input_mapping)
         self.train_output_mapping = options.get("train_output_mapping", output_mapping)
-        self.use_dist_sampler = options.get("use_dist_sampler", True)
-        self.evaluate_use_dist_sampler = options.get("evaluate_use_dist_sampler", True)
+        # None means the default, as in fastNLP 1.0; evaluation follows use_dist_sampler unless told otherwise.
+        self.use_dist_sampler = _default_if_none(options.get("use_dist_sampler"), True)
+        self.evaluate_use_dist_sampler = _default_if_none(options.get("evaluate_use_dist_sampler"),
+                                                          self.use_dist_sampler)
 
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
@@ -155,10 +161,17 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self._pending_rng_state: Optional[dict[str, Any]] = None
 
         all_callbacks = list(callbacks or ())
-        from fastcore_train.callbacks.progress import choose_progress_callback
-        progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
-        if progress is not None:
-            all_callbacks.append(progress)
+        from fastcore_train.callbacks.progress import ProgressCallback, choose_progress_callback
+        if any(isinstance(callback, ProgressCallback) for callback in all_callbacks):
+            if options.get("progress_bar", "auto") not in ("auto", None):
+                logger.warning("A progress callback is among the callbacks, so progress_bar=%r is not used.",
+                               options["progress_bar"])
+            if not self.driver.comm.is_global_zero():  # only rank 0 shows progress
+                all_callbacks = [cb for cb in all_callbacks if not isinstance(cb, ProgressCallback)]
+        else:
+            progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
+            if progress is not None:
+                all_callbacks.append(progress)
         self.callback_manager = CallbackManager(all_callbacks)
         for event, fn in self._take_custom_callbacks(marker):
             self.callback_manager.add_fn(event, fn)
@@ -206,7 +219,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         """Train for ``n_epochs`` (or ``n_batches``), evaluating as ``evaluate_every`` says.
 
         ``num_train_batch_per_epoch``/``num_eval_batch_per_dl`` cap batches (-1: all);
-        ``num_eval_sanity_batch`` batches are evaluated before training to catch errors early;
+        ``num_eval_sanity_batch`` batches are evaluated before training to catch errors early
+        (0: none, -1: every batch; with ``n_epochs=0`` that evaluation is all a run does);
         ``resume_from`` is a checkpoint folder to continue from.
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
@@ -214,12 +228,20 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             catch_KeyboardInterrupt = not self.driver.comm.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
         self._batch_cap = num_train_batch_per_epoch if num_train_batch_per_epoch > 0 else None
+        if self._batch_cap is not None and self.state.num_batches_per_epoch is not None:
+            # known before on_train_begin, so callbacks that plan over the run (WarmupCallback) see the cap
+            self.state.num_batches_per_epoch = min(self.state.num_batches_per_epoch, self._batch_cap)
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
-            if self._nothing_left_to_train():
+            if self.state.n_epochs == 0 and self.state.n_batches <= 0:
+                logger.info("n_epochs=0: only the evaluation before training runs (num_eval_sanity_batch=%d).",
+                            num_eval_sanity_batch)
+            elif self._nothing_left_to_train():
                 self._warn_nothing_left(resume_from)
-            if self.evaluator is not None and num_eval_sanity_batch > 0:
+            else:
+                self._warn_partial_accumulation()
+            if self.evaluator is not None and num_eval_sanity_batch != 0:
                 self._fire("on_sanity_check_begin")
                 with self._rng_preserved():
                     sanity_results = self.evaluator.run(num_eval_batch_per_dl=num_eval_sanity_batch)

@@ -152,6 +152,27 @@ def load_backend(entry: BackendEntry) -> ModuleType:
     return module
 
 
+def backend_part(model: Any, part: str) -> ModuleType:
+    """The module ``part`` of the backend that trains ``model`` (``<backend module>.<part>``).
+
+    Framework-neutral code reaches a backend's small single-job modules this way, e.g. ``"lr"``
+    (reading and setting learning rates); every built-in backend has the same set. A backend
+    without that module is an error naming what is missing.
+    """
+    entry = backend_for_model(model)
+    if entry is None:
+        raise TypeError(f"No registered backend trains a {type(model).__name__} (registered frameworks: "
+                        f"{', '.join(sorted(e.framework_module for e in _BACKENDS.values()))}).")
+    load_backend(entry)
+    try:
+        return importlib.import_module(f"{entry.module}.{part}")
+    except ModuleNotFoundError as error:
+        if error.name != f"{entry.module}.{part}":
+            raise
+        raise NotImplementedError(f"Backend {entry.name!r} has no {part!r} module ({entry.module}.{part}), which "
+                                  "this feature needs.") from error
+
+
 def driver_kwargs_for(entry: BackendEntry, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments ``entry``'s driver gets: the common ones and its own, not other backends'."""
     return {key: value for key, value in kwargs.items() if key in COMMON_DRIVER_KWARGS or key in entry.owned_kwargs}

@@ -7,6 +7,7 @@ can carry them and a resumed run fires listeners exactly as an uninterrupted one
 """
 from __future__ import annotations
 
+import functools
 from typing import Any, Callable, Optional
 
 # Every event, in the order a training run meets them, with the arguments a listener receives
@@ -37,6 +38,21 @@ EVENT_SIGNATURES: dict[str, tuple[str, ...]] = {
     "on_load_checkpoint": ("states",),
     "on_exception": ("exception",),
 }
+
+
+def check_gate(owner: str, every: Any, once: Any, filter_fn: Any) -> None:
+    """Raise ValueError unless at most one of every/once/filter_fn is given, and validly."""
+    given = [k for k, v in (("every", every), ("once", once), ("filter_fn", filter_fn)) if v is not None]
+    if len(given) > 1:
+        raise ValueError(
+            f"{owner} got {' and '.join(given)}: give at most one of every, once and "
+            "filter_fn (none means every call)."
+        )
+    for key, value in (("every", every), ("once", once)):
+        if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
+            raise ValueError(f"{owner}: {key} must be a positive int, got {value!r}.")
+    if filter_fn is not None and not callable(filter_fn):
+        raise ValueError(f"{owner}: filter_fn must be callable(filter, trainer) -> bool.")
 
 
 class EventFilter:
@@ -86,17 +102,7 @@ class Event:
                  filter_fn: Optional[Callable[[EventFilter, Any], bool]] = None) -> None:
         if name not in EVENT_SIGNATURES:
             raise ValueError(f"Unknown event {name!r}; known events: {', '.join(EVENT_SIGNATURES)}.")
-        given = [k for k, v in (("every", every), ("once", once), ("filter_fn", filter_fn)) if v is not None]
-        if len(given) > 1:
-            raise ValueError(
-                f"Event {name!r} got {' and '.join(given)}: give at most one of every, once and "
-                "filter_fn (none means every call)."
-            )
-        for key, value in (("every", every), ("once", once)):
-            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
-                raise ValueError(f"Event {name!r}: {key} must be a positive int, got {value!r}.")
-        if filter_fn is not None and not callable(filter_fn):
-            raise ValueError(f"Event {name!r}: filter_fn must be callable(filter, trainer) -> bool.")
+        check_gate(f"Event {name!r}", every, once, filter_fn)
         self.name = name
         self.every = every
         self.once = once
@@ -144,3 +150,33 @@ def _make_constructor(event_name: str) -> staticmethod:
 for _name in EVENT_SIGNATURES:
     setattr(Event, _name, _make_constructor(_name))
 del _name
+
+
+class Filter:
+    """Decorator that runs a function only on some of its calls, like an event's gate.
+
+    ``@Filter(every=n)`` runs it on every n-th call, ``@Filter(once=n)`` on the n-th call only,
+    ``@Filter(filter_fn=fn)`` when ``fn(filter, first_argument)`` is true (none given: every call).
+    Skipped calls return None. The gate is the wrapper's ``event_filter`` attribute (also
+    ``__fastNLP_filter__``, fastNLP 1.0's name), whose ``state_dict()`` / ``load_state_dict()``
+    save and restore its counters ``num_called`` and ``num_executed``.
+    """
+
+    def __init__(self, every: Optional[int] = None, once: Optional[int] = None,
+                 filter_fn: Optional[Callable[[EventFilter, Any], bool]] = None) -> None:
+        check_gate("Filter", every, once, filter_fn)
+        self.gate = EventFilter(every if every is not None or once is not None or filter_fn is not None else 1,
+                                once, filter_fn)
+
+    def __call__(self, fn: Callable[..., Any]) -> Callable[..., Any]:
+        gate = self.gate
+
+        @functools.wraps(fn)
+        def wrapper(*args: Any, **kwargs: Any) -> Any:
+            if gate.should_run(args[0] if args else None):
+                return fn(*args, **kwargs)
+            return None
+
+        wrapper.event_filter = gate  # type: ignore[attr-defined]
+        wrapper.__fastNLP_filter__ = gate  # type: ignore[attr-defined]
+        return wrapper

@@ -23,6 +23,12 @@ def _check_listener_arity(event: Event, fn: Listener) -> None:
     except (TypeError, ValueError):
         return
     params = list(sig.parameters.values())
+    keyword_only = [p.name for p in params if p.kind == p.KEYWORD_ONLY and p.default is p.empty]
+    if keyword_only:
+        raise TypeError(
+            f"Listener {getattr(fn, '__qualname__', fn)!r} for {event!r} has keyword-only parameter(s) "
+            f"{', '.join(keyword_only)} without a default; listeners are called positionally, so give them "
+            "defaults or remove them.")
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return
     positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]

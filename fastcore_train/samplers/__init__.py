@@ -14,6 +14,7 @@ Typical use by a trainer::
             saved = batch_sampler.state_dict(num_consumed_batches=used)
 """
 from fastcore_train.samplers.base import ReproducibleBatchSampler, ReproducibleSampler
+from fastcore_train.samplers.base import SamplerUsageError
 from fastcore_train.samplers.batch_samplers import BucketedBatchSampler, RandomBatchSampler, ReproduceBatchSampler
 from fastcore_train.samplers.index_samplers import RandomSampler, SequentialSampler, SortedSampler
 from fastcore_train.samplers.unrepeated import (
@@ -30,6 +31,7 @@ __all__ = [
     "ReproduceBatchSampler",
     "ReproducibleBatchSampler",
     "ReproducibleSampler",
+    "SamplerUsageError",
     "SequentialSampler",
     "SortedSampler",
     "UnrepeatedRandomSampler",

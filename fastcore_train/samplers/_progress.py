@@ -14,6 +14,15 @@ import numpy as np
 _P = TypeVar("_P", bound="_EpochProgress")
 
 
+class SamplerUsageError(ValueError, AssertionError):
+    """A sampler asked to do something it cannot do now: change its layout during an unfinished
+    iteration, or load a state saved by another sampler type or for another dataset length.
+
+    A ``ValueError``; also an ``AssertionError``, which is what fastNLP 1.0 raised in these
+    situations, so code written against either keeps catching it.
+    """
+
+
 def check_epoch(epoch: int) -> int:
     """Return ``epoch`` as a python int; epochs are non-negative integers (they seed the order)."""
     if isinstance(epoch, bool) or not isinstance(epoch, (int, np.integer)) or epoch < 0:
@@ -66,10 +75,26 @@ class _EpochProgress:
             self._new_pass()
 
     def set_distributed(self: _P, num_replicas: int, rank: int, pad: bool = True) -> _P:
-        """Serve only ``rank``'s share of each epoch; call before iterating. Returns ``self``."""
+        """Serve only ``rank``'s share of each epoch; call before iterating. Returns ``self``.
+
+        ``pad``: when the epoch does not divide evenly over the ranks, repeat a few samples
+        (True) or leave the last few out (False); ranks get equal counts either way. Calling this
+        while an iteration is unfinished raises :class:`SamplerUsageError` (the running
+        iteration's split cannot change under it); finish or restart the iteration first.
+        """
+        if self.iterating:
+            raise SamplerUsageError(
+                f"{type(self).__name__}.set_distributed() was called during an unfinished iteration (it has "
+                f"handed out {self._yielded} item(s)); the split of a running iteration cannot change. Call it "
+                "before iterating, or after the iteration has ended.")
         self.num_replicas, self.rank = check_distributed(num_replicas, rank)
         self.pad = bool(pad)
         return self
+
+    @property
+    def iterating(self) -> bool:
+        """True between the start of an iteration and the hand-out of its last item."""
+        return self._pass is not None and not self._done
 
     def _new_pass(self) -> None:
         """Forget the current iteration and any resume offset: the next one covers a whole epoch."""
@@ -108,12 +133,12 @@ class _EpochProgress:
     def _check_state(self, state: dict[str, Any], num_samples: int | None) -> None:
         """Refuse a state saved by another sampler type or for a dataset of another length."""
         if not isinstance(state, dict) or state.get("type") != type(self).__name__:
-            found = state.get("type") if isinstance(state, dict) else type(state).__name__
-            raise ValueError(f"cannot load a state of {found!r} into a {type(self).__name__}")
+            found = state.get("type", state.get("sampler_type")) if isinstance(state, dict) else type(state).__name__
+            raise SamplerUsageError(f"cannot load a state of {found!r} into a {type(self).__name__}")
         saved = state.get("dataset_length")
         if saved is not None and num_samples is not None and saved != num_samples:
-            raise ValueError(f"the state was saved for a dataset of {saved} samples, "
-                             f"this sampler has {num_samples}")
+            raise SamplerUsageError(f"the state was saved for a dataset of {saved} samples, "
+                                    f"this sampler has {num_samples}")
 
     def _restore_progress(self, state: dict[str, Any]) -> None:
         """Go to the saved epoch; its next iteration skips the consumed leading entries."""

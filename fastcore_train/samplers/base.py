@@ -13,10 +13,11 @@ from typing import Any
 
 import numpy as np
 
-from fastcore_train.samplers._progress import _EpochProgress, _Pass, check_distributed, check_epoch
+from fastcore_train.samplers._progress import (SamplerUsageError, _EpochProgress, _Pass, check_distributed,
+                                               check_epoch)
 
-__all__ = ["ReproducibleBatchSampler", "ReproducibleSampler", "check_distributed", "check_epoch",
-           "dataset_length", "rank_share", "share_length"]
+__all__ = ["ReproducibleBatchSampler", "ReproducibleSampler", "SamplerUsageError", "check_distributed",
+           "check_epoch", "dataset_length", "rank_share", "share_length"]
 
 
 def dataset_length(dataset: int | Sized) -> int:
@@ -35,23 +36,31 @@ def dataset_length(dataset: int | Sized) -> int:
 
 
 def share_length(remaining: int, num_replicas: int, rank: int, pad: bool) -> int:
-    """How many entries :func:`rank_share` gives ``rank`` out of ``remaining`` ones."""
+    """How many entries :func:`rank_share` gives ``rank`` out of ``remaining`` ones (the same on every rank)."""
     if pad:
         return -(-remaining // num_replicas)
-    return len(range(rank, remaining, num_replicas))
+    return remaining // num_replicas
 
 
-def rank_share(remainder: np.ndarray, num_replicas: int, rank: int, pad: bool) -> np.ndarray:
-    """This rank's entries of ``remainder``: ``remainder[rank::num_replicas]``.
+def rank_share(remainder: np.ndarray, num_replicas: int, rank: int, pad: bool,
+               pad_from_end: bool = False) -> np.ndarray:
+    """This rank's entries of ``remainder``: ``remainder[rank::num_replicas]``, the same count on every rank.
 
-    With ``pad`` the remainder is first extended to a multiple of ``num_replicas`` by repeating
-    its leading entries, so every rank gets the same count (data-parallel steps stay in lockstep).
+    When ``remainder`` does not divide evenly, ``pad`` extends it to a multiple of
+    ``num_replicas`` by repeating its leading entries (its trailing ones with ``pad_from_end``,
+    which keeps a length-bucketed last batch homogeneous); without ``pad`` its last
+    ``len % num_replicas`` entries are left out, as fastNLP 1.0 and torch's DistributedSampler
+    do. Either way data-parallel ranks take the same number of steps and stay in lockstep.
     """
     remainder = np.asarray(remainder, dtype=np.int64)
-    missing = -remainder.size % num_replicas
-    if pad and missing and remainder.size:
-        remainder = np.concatenate([remainder, np.resize(remainder, missing)])
-    return remainder[rank::num_replicas]
+    extra = remainder.size % num_replicas
+    if not extra:
+        return remainder[rank::num_replicas]
+    if not pad:
+        return remainder[:remainder.size - extra][rank::num_replicas]
+    missing = num_replicas - extra
+    repeated = remainder[-missing:] if pad_from_end and remainder.size >= missing else np.resize(remainder, missing)
+    return np.concatenate([remainder, repeated])[rank::num_replicas]
 
 
 class ReproducibleSampler(_EpochProgress, ABC):
@@ -98,7 +107,11 @@ class ReproducibleSampler(_EpochProgress, ABC):
         return share_length(remaining, self.num_replicas, self.rank, self.pad)
 
     def state_dict(self) -> dict[str, Any]:
-        """Plain-data state: every index handed out so far (on every rank) counts as consumed."""
+        """Plain-data state: every index handed out so far (on every rank) counts as consumed.
+
+        Its keys are this package's (``type``, ``dataset_length``, ...), not fastNLP 1.0's
+        (``sampler_type``, ``length``); ``num_consumed_samples``, ``epoch`` and ``seed`` mean the same.
+        """
         return {
             "type": type(self).__name__,
             "seed": self.seed,
@@ -137,6 +150,9 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
     def _build_order(self, epoch: int, batch_size: int, num_replicas: int) -> np.ndarray:
         """The global order for ``epoch`` when batches of ``batch_size`` go to ``num_replicas`` ranks."""
 
+    #: Pad a rank split with the remainder's trailing entries instead of its leading ones.
+    _pad_from_end = False
+
     def _order_params(self) -> dict[str, Any]:
         """Everything besides epoch, batch size and world size that rebuilds the order (seed, ...)."""
         return {}
@@ -166,7 +182,7 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
         if self._order_shape is None:
             self._order_shape = (self.batch_size, self.num_replicas)
         start, order = self._order_view()
-        share = rank_share(order[offset - start:], self.num_replicas, self.rank, self.pad)
+        share = rank_share(order[offset - start:], self.num_replicas, self.rank, self.pad, self._pad_from_end)
         num_batches = self._count_batches(len(share))
         self._pass = _Pass(offset, start + len(order), self.num_replicas, len(share), self.batch_size, num_batches)
         self._done = not num_batches

@@ -5,8 +5,10 @@ the epoch the training loop really used, even when the loader prefetched more ba
 """
 from __future__ import annotations
 
+import operator
+import warnings
 from collections.abc import Iterable, Sized
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -15,17 +17,27 @@ from fastcore_train.samplers.base import (
     ReproducibleSampler,
     dataset_length,
 )
-from fastcore_train.samplers.orders import Lengths, bucketed_order, check_seed, random_order, read_lengths
+from fastcore_train.samplers.bucketed import BucketedBatchSampler
+from fastcore_train.samplers.orders import check_seed, random_order
+
+__all__ = ["BucketedBatchSampler", "RandomBatchSampler", "ReproduceBatchSampler"]
 
 
 class RandomBatchSampler(ReproducibleBatchSampler):
-    """Batches of a fresh permutation every epoch, from ``(seed, epoch)`` only."""
+    """Batches of a fresh permutation every epoch, from ``(seed, epoch)`` only.
 
-    def __init__(self, dataset: int | Sized, batch_size: int, shuffle: bool = True,
-                 drop_last: bool = False, seed: int = 0) -> None:
+    ``length`` is accepted, as fastNLP 1.0 did, and not used (a warning says so): these batches
+    do not depend on sample lengths; :class:`BucketedBatchSampler` groups by length.
+    """
+
+    def __init__(self, dataset: int | Sized, batch_size: int = 32, shuffle: bool = True,
+                 drop_last: bool = False, seed: int = 0, length: Optional[Any] = None) -> None:
         super().__init__(dataset_length(dataset), batch_size, drop_last)
         self.shuffle = bool(shuffle)
         self.seed = check_seed(seed)
+        if length is not None:
+            warnings.warn("RandomBatchSampler ignores length=: its batches do not depend on sample lengths "
+                          "(BucketedBatchSampler groups samples of similar length).", stacklevel=2)
 
     def _build_order(self, epoch: int, batch_size: int, num_replicas: int) -> np.ndarray:
         return random_order(self.num_samples, self.seed, epoch, self.shuffle)
@@ -38,52 +50,24 @@ class RandomBatchSampler(ReproducibleBatchSampler):
         self.shuffle = bool(state["shuffle"])
 
 
-class BucketedBatchSampler(ReproducibleBatchSampler):
-    """Batches of samples of similar length, so little padding is needed; random between batches.
-
-    The order puts ``batch_size * num_replicas`` samples of similar length next to each other (a
-    global batch) and each rank takes every ``num_replicas``-th of them, so every rank's batch is
-    length-homogeneous. See :func:`fastcore_train.samplers.orders.bucketed_order`.
-    """
-
-    def __init__(self, dataset: int | Sized, length: Lengths, batch_size: int,
-                 num_batch_per_bucket: int = 10, shuffle: bool = True, drop_last: bool = False,
-                 seed: int = 0) -> None:
-        super().__init__(dataset_length(dataset), batch_size, drop_last)
-        self.lengths = read_lengths(length, self.num_samples)
-        self.num_batch_per_bucket = _positive("num_batch_per_bucket", num_batch_per_bucket)
-        self.shuffle = bool(shuffle)
-        self.seed = check_seed(seed)
-
-    def _build_order(self, epoch: int, batch_size: int, num_replicas: int) -> np.ndarray:
-        return bucketed_order(self.lengths, self.seed, epoch, self.shuffle,
-                              batch_size * num_replicas, self.num_batch_per_bucket)
-
-    def _order_params(self) -> dict[str, Any]:
-        return {"seed": self.seed, "shuffle": self.shuffle, "num_batch_per_bucket": self.num_batch_per_bucket}
-
-    def _load_order_params(self, state: dict[str, Any]) -> None:
-        self.seed = check_seed(state["seed"])
-        self.shuffle = bool(state["shuffle"])
-        self.num_batch_per_bucket = _positive("num_batch_per_bucket", state["num_batch_per_bucket"])
-
-
 class ReproduceBatchSampler(ReproducibleBatchSampler):
-    """Makes an index sampler of ours, or any other batch sampler, resumable.
+    """Makes an index sampler of ours, or any other (batch) sampler, resumable.
 
     * Wrapping a :class:`ReproducibleSampler` (or a batch sampler whose ``sampler`` attribute is
       one): the order comes from it and the state holds only its parameters.
-    * Wrapping any other batch sampler, i.e. an iterable of lists of indices with optional
-      ``batch_size``, ``drop_last`` and ``set_epoch(epoch)``: each epoch's order is the
-      concatenation of its batches, read once when that epoch starts. That order cannot be rebuilt
-      from a seed, so the state stores its unconsumed part. The wrapped object must not split data
-      over ranks itself: call :meth:`set_distributed` on this wrapper instead.
+    * Wrapping anything else that yields indices, either one at a time (an index sampler, such
+      as ``torch.utils.data.RandomSampler``) or in lists (a batch sampler), with optional
+      ``batch_size``, ``drop_last`` and ``set_epoch(epoch)``: each epoch's order is everything it
+      yields, read once when that epoch starts. That order cannot be rebuilt from a seed, so the
+      state stores it (``index_list``, as fastNLP 1.0 did). The wrapped object must not split
+      data over ranks itself: call :meth:`set_distributed` on this wrapper instead.
 
     ``batch_size`` defaults to the wrapped batch sampler's ``batch_size`` (or its first batch's
-    length), ``drop_last`` to its ``drop_last`` (or False).
+    length); it is required for an index sampler. ``drop_last`` defaults to the wrapped object's
+    ``drop_last`` (or False).
     """
 
-    def __init__(self, sampler_or_batch_sampler: ReproducibleSampler | Iterable[Iterable[int]],
+    def __init__(self, sampler_or_batch_sampler: ReproducibleSampler | Iterable[Any],
                  batch_size: int | None = None, drop_last: bool | None = None) -> None:
         source = sampler_or_batch_sampler
         if isinstance(source, ReproducibleBatchSampler):
@@ -93,8 +77,9 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
             batch_size = getattr(source, "batch_size", None) if batch_size is None else batch_size
             drop_last = getattr(source, "drop_last", False) if drop_last is None else drop_last
         self.sampler: ReproducibleSampler | None = inner if isinstance(inner, ReproducibleSampler) else None
-        self.batch_sampler: Iterable[Iterable[int]] | None = source if self.sampler is None else None
-        self._cache: tuple[int, int, np.ndarray] | None = None  # (epoch, start, order[start:]) when wrapping a batch sampler
+        self.batch_sampler: Iterable[Any] | None = source if self.sampler is None else None
+        # When replaying: (epoch, start, order[start:]); start is 0 unless loaded from an old state.
+        self._cache: tuple[int, int, np.ndarray] | None = None
         if self.sampler is not None:
             if batch_size is None:
                 raise ValueError("batch_size is required when wrapping an index sampler")
@@ -103,9 +88,13 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
             self.set_distributed(self.sampler.num_replicas, self.sampler.rank, self.sampler.pad)
             return
         if not isinstance(source, Iterable):
-            raise TypeError(f"expected a ReproducibleSampler or an iterable of index lists, got {type(source).__name__}")
+            raise TypeError(f"expected a sampler or batch sampler (an iterable of indices or of index lists), "
+                            f"got {type(source).__name__}")
         if batch_size is None:
             order, batch_size = self._read_epoch(0)
+            if batch_size is None:
+                raise ValueError(f"batch_size is required: the wrapped {type(source).__name__} yields single "
+                                 "indices, not batches")
             self._cache = (0, 0, order)
         wrapped_sampler = getattr(source, "sampler", None)
         num_samples = len(wrapped_sampler) if isinstance(wrapped_sampler, Sized) else None
@@ -140,21 +129,26 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
         start, order = self._order_view()
         return start + len(order)
 
-    def _read_epoch(self, epoch: int) -> tuple[np.ndarray, int]:
-        """Concatenate the wrapped batch sampler's batches for ``epoch``; also its first batch's size."""
+    def _read_epoch(self, epoch: int) -> tuple[np.ndarray, Optional[int]]:
+        """Everything the wrapped object yields for ``epoch``, and its first batch's size (None
+        when it yields single indices)."""
         set_epoch = getattr(self.batch_sampler, "set_epoch", None)
         if callable(set_epoch):
             set_epoch(epoch)
         indices: list[int] = []
-        first_size = 0
-        for batch in self.batch_sampler:
+        first_size: Optional[int] = None
+        for item in self.batch_sampler:
+            if hasattr(item, "__index__") and not isinstance(item, bool) and getattr(item, "ndim", 0) == 0:
+                indices.append(operator.index(item))
+                continue
             try:
-                batch = [int(index) for index in batch]
+                batch = [_index(index) for index in item]
             except TypeError as error:
-                raise TypeError("the wrapped batch sampler must yield iterables of integer indices") from error
-            first_size = first_size or len(batch)
+                raise TypeError(f"the wrapped {type(self.batch_sampler).__name__} must yield integer indices or "
+                                f"lists of them, got a {type(item).__name__}") from error
+            first_size = first_size or len(batch) or None
             indices.extend(batch)
-        return np.asarray(indices, dtype=np.int64), max(first_size, 1)
+        return np.asarray(indices, dtype=np.int64), first_size
 
     def _order_params(self) -> dict[str, Any]:
         if self.sampler is None:
@@ -174,13 +168,15 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
         self.sampler._load_order_params(saved)
 
     def state_dict(self, num_consumed_batches: int | None = None) -> dict[str, Any]:
+        """The state; when replaying another sampler's order it includes that order, ``index_list``."""
         state = super().state_dict(num_consumed_batches)
         if self.sampler is None:
-            remaining = None
-            if self._cache is not None:
-                _, start, order = self._cache
-                remaining = order[state["num_consumed_samples"] - start:].tolist()
-            state["order_remaining"] = remaining
+            index_list = None
+            if self._cache is not None and self._cache[1] == 0:
+                index_list = self._cache[2].tolist()
+            elif self._cache is not None:  # resumed from an old state holding only the unconsumed part
+                state["order_remaining"] = self._cache[2][state["num_consumed_samples"] - self._cache[1]:].tolist()
+            state["index_list"] = index_list
         return state
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -188,15 +184,16 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
         if self.sampler is not None:
             self.sampler.set_epoch(self.epoch)
             return
-        remaining = state.get("order_remaining")
-        if remaining is None:
-            if self._offset:
-                raise ValueError("the state has consumed samples but no saved order to resume")
-            return
-        self._cache = (self.epoch, self._offset, np.asarray(remaining, dtype=np.int64))
+        if state.get("index_list") is not None:
+            self._cache = (self.epoch, 0, np.asarray(state["index_list"], dtype=np.int64))
+        elif state.get("order_remaining") is not None:
+            self._cache = (self.epoch, self._offset, np.asarray(state["order_remaining"], dtype=np.int64))
+        elif self._offset:
+            raise ValueError("the state has consumed samples but no saved order to resume")
 
 
-def _positive(name: str, value: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
-        raise ValueError(f"{name} must be a positive integer, got {value!r}")
-    return int(value)
+def _index(value: Any) -> int:
+    """``value`` as a dataset index (anything with ``__index__``: ints, numpy and 0-d tensor integers)."""
+    if isinstance(value, bool):
+        raise TypeError(f"{value!r} is not an integer index")
+    return operator.index(value)

@@ -7,7 +7,7 @@ the same order in any process, before or after a resume.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -69,29 +69,35 @@ def sorted_order(lengths: np.ndarray) -> np.ndarray:
     return np.argsort(-lengths, kind="stable").astype(np.int64)
 
 
-def bucketed_order(lengths: np.ndarray, seed: int, epoch: int, shuffle: bool,
-                   global_batch: int, num_batch_per_bucket: int) -> np.ndarray:
-    """An order whose consecutive runs of ``global_batch`` entries hold samples of similar length.
+def bucketed_order(lengths: np.ndarray, seed: int, epoch: int, shuffle: bool, global_batch: int,
+                   num_batch_per_bucket: int, indices: Optional[np.ndarray] = None,
+                   salt: int = 0) -> np.ndarray:
+    """An order whose consecutive runs of ``global_batch`` entries hold samples of near-equal length.
 
-    Permute (when shuffling), cut into buckets of ``global_batch * num_batch_per_bucket``, sort each
-    bucket longest first, cut it into global batches and shuffle the global batches. A short
-    global batch (only the very last one can be) stays last, so every other global batch starts at
-    a multiple of ``global_batch`` and the rank split keeps lining up with them.
+    Sort ``indices`` (default: every sample) by length, longest first, and cut that into buckets
+    of ``global_batch * num_batch_per_bucket`` samples of neighbouring lengths. Without
+    shuffling that sorted order is the result. With shuffling each bucket is permuted and cut
+    into global batches, and the global batches are permuted; a short global batch (only the
+    very last one can be) stays last, so every other one starts at a multiple of
+    ``global_batch`` and the rank split keeps lining up with them. This is fastNLP 1.0's
+    grouping, over the whole world's batches at once. ``salt`` varies the draws (a resume that
+    re-buckets the rest of an epoch uses its offset).
     """
-    rng = epoch_rng(seed, epoch)
-    num_samples = len(lengths)
-    order = rng.permutation(num_samples) if shuffle else np.arange(num_samples)
-    order = order.astype(np.int64)
+    if indices is None:
+        indices = np.arange(len(lengths), dtype=np.int64)
+    indices = np.asarray(indices, dtype=np.int64)
+    ordered = indices[np.argsort(-lengths[indices], kind="stable")]
+    if not shuffle or not len(ordered):
+        return ordered
+    rng = np.random.default_rng([seed, epoch, salt])
     bucket = global_batch * num_batch_per_bucket
-    chunks: list[np.ndarray] = []
-    for start in range(0, len(order), bucket):
-        part = order[start:start + bucket]
-        part = part[np.argsort(-lengths[part], kind="stable")]
-        chunks.extend(part[i:i + global_batch] for i in range(0, len(part), global_batch))
-    if not chunks:
-        return order
-    full = [chunk for chunk in chunks if len(chunk) == global_batch]
-    short = [chunk for chunk in chunks if len(chunk) < global_batch]
-    if shuffle:
-        full = [full[i] for i in rng.permutation(len(full))]
+    full: list[np.ndarray] = []
+    short: list[np.ndarray] = []
+    for start in range(0, len(ordered), bucket):
+        part = rng.permutation(ordered[start:start + bucket])
+        for i in range(0, len(part), global_batch):
+            chunk = part[i:i + global_batch]
+            chunk = chunk[np.argsort(-lengths[chunk], kind="stable")]
+            (full if len(chunk) == global_batch else short).append(chunk)
+    full = [full[i] for i in rng.permutation(len(full))]
     return np.concatenate(full + short)

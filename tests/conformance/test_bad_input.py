@@ -103,5 +103,5 @@ def test_bad_run_arguments(harness):
     trainer = build(harness)
     with pytest.raises(ValueError, match="num_train_batch_per_epoch must be a positive int"):
         trainer.run(num_train_batch_per_epoch=0)
-    with pytest.raises(ValueError, match="num_eval_sanity_batch must be an int >= 0"):
+    with pytest.raises(ValueError, match="num_eval_sanity_batch must be an int >= 0 \\(or -1"):
         trainer.run(num_eval_sanity_batch=-2)

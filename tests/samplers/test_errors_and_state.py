@@ -99,8 +99,10 @@ def test_bad_arguments():
         RandomSampler(10).set_epoch(-1)
     with pytest.raises(TypeError, match="sized"):
         RandomSampler(object())
-    with pytest.raises(TypeError, match="iterables of integer indices"):
-        list(ReproduceBatchSampler(iter([1, 2, 3]), batch_size=2))
+    with pytest.raises(TypeError, match="must yield integer indices or lists of them"):
+        list(ReproduceBatchSampler(iter(["a", "b"]), batch_size=2))
+    with pytest.raises(ValueError, match="batch_size is required"):
+        ReproduceBatchSampler([3, 1, 2])  # an index sampler: single indices, no batch size to read
 
 
 def test_samplers_import_no_framework():

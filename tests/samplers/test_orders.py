@@ -115,7 +115,7 @@ def test_a_batch_sampler_over_one_of_our_samplers_is_unwrapped():
     sampler = ReproduceBatchSampler(TorchLike(inner, 4, True))
     assert sampler.sampler is inner and sampler.drop_last and sampler.batch_size == 4
     assert list(sampler) == [inner.epoch_order(0)[:4].tolist(), inner.epoch_order(0)[4:8].tolist()]
-    assert "order_remaining" not in sampler.state_dict()
+    assert "index_list" not in sampler.state_dict()
 
 
 def test_bucketed_batches_hold_similar_lengths():

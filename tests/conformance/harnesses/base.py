@@ -86,6 +86,10 @@ class BackendHarness(ABC):
     def predict(self, model: Any, x: np.ndarray) -> np.ndarray:
         """Logits for ``x`` in eval mode, as numpy."""
 
+    def lr_of(self, optimizer: Any) -> float:
+        """The optimizer's (first parameter group's) learning rate, read with the framework's own API."""
+        raise NotImplementedError(f"{self.driver_name} harness does not read learning rates")
+
     def wrap_user_data_parallel(self, model: Any) -> Any:
         """Inside a launched rank: set up the framework's process group and wrap ``model`` (behind a
         forward that returns ``{"loss": ...}``) in the framework's own data-parallel class, as a user

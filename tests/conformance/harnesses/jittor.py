@@ -78,6 +78,9 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)
 
+    def lr_of(self, optimizer):
+        return optimizer.param_groups[0].get("lr", optimizer.lr)
+
     def make_lr_scheduler(self, optimizer):
         return jt.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
 

@@ -87,6 +87,9 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
 
+    def lr_of(self, optimizer):
+        return optimizer.get_lr()
+
     def make_lr_scheduler(self, optimizer):
         scheduler = paddle.optimizer.lr.StepDecay(learning_rate=optimizer.get_lr(), step_size=2, gamma=0.5)
         optimizer.set_lr_scheduler(scheduler)

@@ -80,6 +80,9 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
 
+    def lr_of(self, optimizer):
+        return optimizer.param_groups[0]["lr"]
+
     def make_lr_scheduler(self, optimizer):
         return torch.optim.lr_scheduler.StepLR(optimizer, step_size=2, gamma=0.5)
 
