@@ -26,6 +26,7 @@ from typing import Any, Callable, ContextManager, Iterator, Optional
 import oneflow as flow
 from oneflow.nn.parallel import DistributedDataParallel
 
+from fastcore_train.backends.oneflow import collectives
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
 from fastcore_train.backends.oneflow.world import World
 from fastcore_train.drivers.data_parallel import DataParallelFacts, method_dispatch_class
@@ -128,16 +129,7 @@ class OneflowDDPDriver(DataParallelFacts, OneflowSingleDriver):
         return self._device
 
     def all_gather_object(self, obj: Any) -> list[Any]:
-        payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self._comm_device())
-        size = flow.tensor([payload.numel()], dtype=flow.int64, device=self._comm_device())
-        sizes = [flow.zeros(1, dtype=flow.int64, device=self._comm_device()) for _ in range(self.world_size)]
-        flow.comm.all_gather(sizes, size)
-        longest = max(int(s.item()) for s in sizes)
-        padded = flow.zeros(longest, dtype=flow.uint8, device=self._comm_device())
-        padded[:payload.numel()] = payload
-        gathered = [flow.zeros(longest, dtype=flow.uint8, device=self._comm_device()) for _ in range(self.world_size)]
-        flow.comm.all_gather(gathered, padded)
-        return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
+        return collectives.all_gather_object(obj, self._comm_device(), self.world_size)
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         data = pickle.dumps(obj) if self.rank == src else b""

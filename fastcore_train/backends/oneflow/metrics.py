@@ -1,0 +1,36 @@
+"""oneflow for metrics: element tensors (``flow.Tensor``). OneFlow has no metric library to adapt."""
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+import oneflow as flow
+
+from fastcore_train.backends.oneflow import collectives
+
+__all__ = ["is_tensor", "from_numpy", "move", "numel", "process_group_gather"]
+
+
+def is_tensor(value: Any) -> bool:
+    return isinstance(value, flow.Tensor)
+
+
+def from_numpy(array: np.ndarray, device: Any = None) -> flow.Tensor:
+    return flow.tensor(np.array(array, copy=True), device=device)
+
+
+def move(value: flow.Tensor, device: Any) -> flow.Tensor:
+    return value.to(device)
+
+
+def numel(value: flow.Tensor) -> int:
+    return int(value.numel())
+
+
+def _gather(obj: Any) -> list:
+    return collectives.all_gather_object(obj, flow.device("cpu"), flow.env.get_world_size())
+
+
+def process_group_gather() -> Optional[Callable[[Any], list]]:
+    """``all_gather_object`` over oneflow's ranks when the process was launched with several."""
+    return _gather if flow.env.get_world_size() > 1 else None
