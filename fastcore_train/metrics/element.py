@@ -183,6 +183,10 @@ class Element:
 
 def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Callable[[Element, Any], Any]:
     def method(self: Element, other: Any) -> Any:
+        scalar = _one_number(other)
+        if scalar is not None and self.ops.numel(self._value) == 1:  # exact python arithmetic, as fastNLP's
+            mine = self.get_scalar()
+            return op(scalar, mine) if reflected else op(mine, scalar)
         try:
             operand = self._operand(other)
         except TypeError:
@@ -190,6 +194,15 @@ def _binary(op: Callable[[Any, Any], Any], reflected: bool = False) -> Callable[
         return self._result(op(operand, self._value) if reflected else op(self._value, operand))
     method.__name__ = f"__{'r' if reflected else ''}{op.__name__.strip('_')}__"
     return method
+
+
+def _one_number(value: Any) -> Any:
+    """``value`` as a python number when it is one (or a one-value element), else None."""
+    if isinstance(value, (bool, int, float, np.number, np.bool_)):
+        return value.item() if isinstance(value, np.generic) else value
+    if isinstance(value, Element) and value.ops.numel(value._value) == 1:
+        return value.get_scalar()
+    return None
 
 
 for _op in (operator.add, operator.sub, operator.mul, operator.truediv, operator.floordiv, operator.mod,

@@ -47,7 +47,7 @@ class ElementOps:
     def from_numpy(self, array: np.ndarray, device: Any = None) -> Any:
         if self.module is None:
             return np.array(array, copy=True)
-        return self.module.from_numpy(np.ascontiguousarray(array), device)
+        return self.module.from_numpy(np.array(array, order="C"), device)
 
     @staticmethod
     def to_numpy(value: Any) -> np.ndarray:
