@@ -97,6 +97,11 @@ class ClassifyFPreRecMetric(Metric):
             only_gross=self.only_gross, excluded=self._ignored_ids,
         )
 
+    # fastNLP 1.0's names of the counts (its tests read them).
+    _tp = property(lambda self: self.tp)
+    _fp = property(lambda self: self.fp)
+    _fn = property(lambda self: self.fn)
+
     def _fit_counts(self, pred: np.ndarray, target: np.ndarray, scored: Optional[int] = None) -> int:
         """Check the ids and grow the count arrays to hold them; returns the number of slots.
 
