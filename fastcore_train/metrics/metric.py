@@ -30,6 +30,7 @@ from fastcore_train.utils.arrays import to_numpy as _to_numpy
 __all__ = ["Metric", "AGGREGATE_METHODS"]
 
 _UNSET = object()
+_WARNED_UNGATHERED: set = set()  # metric classes already warned about (once each)
 
 
 class ElementNameError(ValueError, RuntimeError):
@@ -286,7 +287,9 @@ def _wrap_get_metric(get_metric: Callable) -> Callable:
             gather = self._gather()
             with self.sync(recover=True, aggregate=gather is not None, all_gather_object=gather):
                 result = get_metric(self, *args, **kwargs)
-            if gather is not None and not state["_elements"] and not state["_gather_called"]:
+            if (gather is not None and not state["_elements"] and not state["_gather_called"]
+                    and type(self) not in _WARNED_UNGATHERED):
+                _WARNED_UNGATHERED.add(type(self))
                 logger.warning("%s registers no element and its get_metric() calls no self.all_gather_object(): its "
                                "result covers this rank's share of the data only.", type(self).__name__)
             return result
