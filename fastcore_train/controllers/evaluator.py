@@ -14,9 +14,9 @@ from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.log import logger, set_rank
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.metrics.metric import Metric
+from fastcore_train.controllers.evaluator_metrics import EvaluatorMetric, normalize_metrics
 from fastcore_train.samplers.adapt import make_unrepeated_dataloader
-from fastcore_train.utils.param_call import ParamBinder, apply_mapping
+from fastcore_train.utils.param_call import apply_mapping
 
 EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
 
@@ -35,26 +35,6 @@ def _normalize_dataloaders(dataloaders: Any) -> dict[Optional[str], Any]:
             raise ValueError("Evaluator got an empty dict of dataloaders.")
         return {str(name): dl for name, dl in dataloaders.items()}
     return {None: dataloaders}
-
-
-def _normalize_metrics(metrics: Any) -> dict[str, Any]:
-    if metrics is None:
-        return {}
-    if isinstance(metrics, Metric):
-        return {type(metrics).__name__.lower(): metrics}
-    if not isinstance(metrics, Mapping):
-        raise TypeError(
-            f"metrics must be a dict {{name: Metric}} (or one Metric), got {type(metrics).__name__}."
-        )
-    for name, metric in metrics.items():
-        if not isinstance(name, str) or "#" in name:
-            raise ValueError(f"Metric names must be strings without '#', got {name!r}.")
-        if not hasattr(metric, "update") or not hasattr(metric, "get_metric"):
-            raise TypeError(
-                f"metrics[{name!r}] is a {type(metric).__name__}; a metric needs update() and "
-                "get_metric() (subclass fastcore_train.Metric)."
-            )
-    return dict(metrics)
 
 
 class EvaluateResults(dict):
@@ -100,7 +80,7 @@ class Evaluator:
         if self.driver.comm.is_distributed() and (split is None or bool(split)):
             for name, dataloader in self.dataloaders.items():
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
-        self.metrics = _normalize_metrics(metrics)
+        self.metrics = normalize_metrics(metrics)
         if not self.metrics and evaluate_batch_step_fn is None:
             raise ValueError("Evaluator needs metrics (a dict {name: Metric}) or an evaluate_batch_step_fn.")
         if evaluate_batch_step_fn is not None and not callable(evaluate_batch_step_fn):
@@ -112,8 +92,9 @@ class Evaluator:
         self.output_mapping = output_mapping
         self.verbose = verbose
         self.model_use_eval_mode = options.get("model_use_eval_mode", True)
-        self._metric_binders: dict[str, ParamBinder] = {
-            name: ParamBinder(metric.update) for name, metric in self.metrics.items()}
+        self._metrics = {name: EvaluatorMetric(name, metric, self.driver) for name, metric in self.metrics.items()}
+        for entry in self._metrics.values():
+            entry.check_split(any(self._split.values()))
         self.current_dataloader_name: Optional[str] = None
 
     # ------------------------------------------------------------------ per batch
@@ -127,8 +108,8 @@ class Evaluator:
         """Feed each metric's ``update`` the entries of ``outputs`` (then ``batch``) it asks for."""
         outputs = outputs_as_mapping(outputs, "The evaluation step")
         sources = (outputs, batch) if isinstance(batch, Mapping) else (outputs,)
-        for binder in self._metric_binders.values():
-            binder.call_with(*sources)
+        for entry in self._metrics.values():
+            entry.binder.call_with(*sources)
 
     # ------------------------------------------------------------------ whole run
     def run(self, num_eval_batch_per_dl: int = -1) -> dict[str, Any]:
@@ -176,12 +157,11 @@ class Evaluator:
         return results
 
     def get_metric(self, dataloader_name: Optional[str] = None, aggregate: bool = True) -> dict[str, Any]:
-        """Aggregate every metric across ranks (when each saw a share) and return flat results."""
+        """Every metric's results, combined across ranks when ``aggregate`` (each rank saw a share),
+        as a flat dict."""
         results: dict[str, Any] = {}
-        for metric_name, metric in self.metrics.items():
-            if aggregate and isinstance(metric, Metric):
-                metric.aggregate(self.driver.comm.all_gather_object)
-            values = metric.get_metric()
+        for metric_name, entry in self._metrics.items():
+            values = entry.get_metric(gather=aggregate and self.driver.comm.is_distributed())
             if not isinstance(values, Mapping):
                 results[result_key("", metric_name, dataloader_name)] = values
                 continue
@@ -190,8 +170,10 @@ class Evaluator:
         return results
 
     def reset(self) -> None:
-        for metric in self.metrics.values():
-            metric.reset()
+        """Reset every metric (before each dataloader)."""
+        gathering = self._split.get(self.current_dataloader_name, False)
+        for entry in self._metrics.values():
+            entry.reset(gathering)
 
 
 def format_results(results: Mapping[str, Any]) -> str:

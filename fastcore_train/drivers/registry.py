@@ -29,7 +29,9 @@ class BackendEntry:
     subpackage implementing it; ``driver_names``: the ``driver=`` values it answers to;
     ``install_hint``: how to install the framework; ``owned_kwargs``: the Trainer keyword
     arguments it takes (e.g. ``torch_kwargs``), handed to its ``create_driver`` only;
-    ``launch_environment``: the variables its launcher sets for each rank (None: no launcher).
+    ``launch_environment``: the variables its launcher sets for each rank (None: no launcher);
+    ``metric_modules``: the modules of the metric libraries its ``metrics`` part adapts (e.g.
+    ``torchmetrics``), recognised from a metric's class module without importing them.
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
     ``is_model(model) -> bool``, ``seed_framework(seed)`` and
@@ -43,6 +45,7 @@ class BackendEntry:
     install_hint: str
     owned_kwargs: tuple[str, ...] = ()
     launch_environment: Optional[LaunchEnvironment] = None
+    metric_modules: tuple[str, ...] = ()
 
     def check(self) -> None:
         """Raise ValueError when the declaration is incomplete or malformed."""
@@ -54,6 +57,8 @@ class BackendEntry:
         for keyword in self.owned_kwargs:
             if not (isinstance(keyword, str) and keyword.isidentifier()) or keyword in COMMON_DRIVER_KWARGS:
                 raise ValueError(f"Backend {self.name!r}: {keyword!r} cannot be a keyword argument it owns.")
+        if not all(isinstance(module, str) and module for module in self.metric_modules):
+            raise ValueError(f"Backend {self.name!r}: metric_modules must be module names, got {self.metric_modules!r}.")
 
 
 _BACKENDS: dict[str, BackendEntry] = {}
@@ -103,6 +108,13 @@ def available_driver_names() -> list[str]:
     return [name for entry in _BACKENDS.values() for name in entry.driver_names]
 
 
+def get_backend(name: str) -> BackendEntry:
+    """The registered backend called ``name``."""
+    if name not in _BACKENDS:
+        raise ValueError(f"Unknown backend {name!r}; registered: {', '.join(_BACKENDS)}.")
+    return _BACKENDS[name]
+
+
 def backend_for_driver_name(name: str, strict: bool = True) -> Optional[BackendEntry]:
     for entry in _BACKENDS.values():
         if name in entry.driver_names:
@@ -131,6 +143,41 @@ def backend_for_model(model: Any) -> Optional[BackendEntry]:
         if entry.framework_module == framework:
             return entry
     return None
+
+
+def _class_modules(value: Any) -> list[str]:
+    """The modules of the classes in ``type(value)``'s MRO (read, never imported)."""
+    return [getattr(cls, "__module__", "") or "" for cls in type(value).__mro__]
+
+
+def _within(module: str, package: str) -> bool:
+    return module == package or module.startswith(package + ".")
+
+
+def backend_for_value(value: Any) -> Optional[BackendEntry]:
+    """The backend whose framework ``value`` (a tensor, say) belongs to, from its class modules."""
+    for module in _class_modules(value):
+        for entry in _BACKENDS.values():
+            if _within(module, entry.framework_module):
+                return entry
+    return None
+
+
+def backend_for_metric(metric: Any) -> Optional[BackendEntry]:
+    """The backend that adapts ``metric``, a metric of a library it declares in ``metric_modules``
+    (``torchmetrics``, ``paddle.metric``), from the metric's class modules, without importing them."""
+    for module in _class_modules(metric):
+        for entry in _BACKENDS.values():
+            if any(_within(module, library) for library in entry.metric_modules):
+                return entry
+    return None
+
+
+def load_backend_part(entry: BackendEntry, part: str) -> ModuleType:
+    """Import ``<backend module>.<part>`` (e.g. ``metrics``: the same module name in every backend),
+    with the same clear errors as :func:`load_backend`."""
+    load_backend(entry)
+    return importlib.import_module(f"{entry.module}.{part}")
 
 
 def load_backend(entry: BackendEntry) -> ModuleType:
@@ -182,12 +229,12 @@ register_backend(BackendEntry(
     name="torch", framework_module="torch", module="fastcore_train.backends.torch",
     driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed"), install_hint='pip install "fastcore-train[torch]"',
     owned_kwargs=("torch_kwargs", "fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs"),
-    launch_environment=TORCHRUN,
+    launch_environment=TORCHRUN, metric_modules=("torchmetrics",),
 ))
 register_backend(BackendEntry(
     name="paddle", framework_module="paddle", module="fastcore_train.backends.paddle",
     driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
-    owned_kwargs=("paddle_kwargs",), launch_environment=PADDLE_LAUNCH,
+    owned_kwargs=("paddle_kwargs",), launch_environment=PADDLE_LAUNCH, metric_modules=("paddle.metric",),
 ))
 register_backend(BackendEntry(
     name="jittor", framework_module="jittor", module="fastcore_train.backends.jittor",

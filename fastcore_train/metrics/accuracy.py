@@ -14,11 +14,12 @@ __all__ = ["Accuracy"]
 class Accuracy(Metric):
     """Classification accuracy, optionally over padded sequences.
 
-    Elements: ``correct`` and ``total`` (both summed over ranks).
+    Elements: ``correct`` and ``total`` (both summed over ranks). ``backend`` and
+    ``aggregate_when_get_metric`` are :class:`Metric`'s.
     """
 
-    def __init__(self, aggregate_when_get_metric: bool = True) -> None:
-        super().__init__(aggregate_when_get_metric=aggregate_when_get_metric)
+    def __init__(self, backend: Optional[str] = "auto", aggregate_when_get_metric: Optional[bool] = None) -> None:
+        super().__init__(backend=backend, aggregate_when_get_metric=aggregate_when_get_metric)
         self.register_element("correct", 0, aggregate_method="sum")
         self.register_element("total", 0, aggregate_method="sum")
 

@@ -44,9 +44,10 @@ class SpanFPreRecMetric(Metric):
         only_gross: bool = True,
         f_type: str = "micro",
         beta: float = 1,
-        aggregate_when_get_metric: bool = True,
+        aggregate_when_get_metric: Optional[bool] = None,
+        backend: Optional[str] = "auto",
     ) -> None:
-        super().__init__(aggregate_when_get_metric=aggregate_when_get_metric)
+        super().__init__(backend=backend, aggregate_when_get_metric=aggregate_when_get_metric)
         self.f_type = check_f_type(f_type)
         self.beta = beta
         self.only_gross = only_gross
@@ -91,17 +92,20 @@ class SpanFPreRecMetric(Metric):
         self._check_ids(target[mask], "target", scored)
 
         tags = self.tag_vocab.labels
+        counts = {name: getattr(self, name).numpy().copy() for name in ("tp", "fp", "fn")}
         for pred_row, gold_row, length in zip(pred.tolist(), target.tolist(), lengths.tolist()):
             pred_spans = set(self._decode([tags[i] for i in pred_row[:length]]))
             gold_spans = set(self._decode([tags[i] for i in gold_row[:length]]))
-            self._count(self.tp, pred_spans & gold_spans)
-            self._count(self.fp, pred_spans - gold_spans)
-            self._count(self.fn, gold_spans - pred_spans)
+            self._count(counts["tp"], pred_spans & gold_spans)
+            self._count(counts["fp"], pred_spans - gold_spans)
+            self._count(counts["fn"], gold_spans - pred_spans)
+        for name, value in counts.items():
+            setattr(self, name, value)
 
     def get_metric(self) -> dict:
         """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
         return f_pre_rec_result(
-            self.span_labels, self.tp, self.fn, self.fp, f_type=self.f_type, beta=self.beta,
+            self.span_labels, self.tp.numpy(), self.fn.numpy(), self.fp.numpy(), f_type=self.f_type, beta=self.beta,
             only_gross=self.only_gross,
         )
 

@@ -75,7 +75,7 @@ def test_torch_tensors():
     metric = Accuracy()
     metric.update(scores, target, seq_len=torch.tensor([3, 2]))
     assert metric.get_metric() == {"acc": 0.6}
-    assert type(metric.correct) is int
+    assert type(metric.correct.get_scalar()) is int
 
 
 def test_two_half_datasets_aggregate_to_the_whole():

@@ -5,6 +5,7 @@ import numpy as np
 import pytest
 
 from fastcore_train.metrics import Metric
+from fastcore_train.metrics.element import Element
 from tests.metrics.ranks import aggregate_ranks
 
 
@@ -34,7 +35,7 @@ class Stats(Metric):
 
 def test_register_element_sets_attribute_and_elements_view():
     stats = Stats()
-    assert stats.count == 0 and isinstance(stats.count, int)
+    assert stats.count == 0 and isinstance(stats.count, Element) and type(stats.count.get_scalar()) is int
     assert set(stats.elements) == {"count", "hist", "avg", "peak", "low"}
     with pytest.raises(TypeError):
         stats.elements["count"] = 3
@@ -126,10 +127,11 @@ def test_single_process_aggregate_keeps_values_and_dtypes():
 
     stats.aggregate(all_gather_object)
     assert set(sent[0]) == set(before)
-    assert stats.count == 3 and type(stats.count) is int
+    assert stats.count == 3 and type(stats.count.get_scalar()) is int
     assert stats.hist.dtype == np.int32
     for name, value in before.items():
         np.testing.assert_array_equal(stats.elements[name], value)
+        assert stats.elements[name].dtype == np.asarray(value).dtype
 
 
 def test_two_rank_aggregate_reduces_with_each_method():
@@ -138,7 +140,7 @@ def test_two_rank_aggregate_reduces_with_each_method():
     rank1.update(np.array([2, 0, 2, 2]))  # peak/low from [2, 0]
     aggregate_ranks(rank0, rank1)
     for stats in (rank0, rank1):
-        assert stats.count == 7 and type(stats.count) is int
+        assert stats.count == 7 and type(stats.count.get_scalar()) is int
         np.testing.assert_array_equal(stats.hist, [2, 2, 3])
         assert stats.hist.dtype == np.int32
         assert stats.avg == pytest.approx((2 / 3 + 6 / 4) / 2)
