@@ -1,0 +1,33 @@
+"""The shape the redesign promises: a narrow Driver and the same module set in every backend.
+
+Read statically (no framework imported), so the core env checks it."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from fastcore_train.drivers import Collectives, DataAdapter, Driver, Persistence
+
+BACKENDS = Path(__file__).resolve().parents[2] / "fastcore_train" / "backends"
+ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
+# Modules only one backend has, for what only it has (torch's sharding drivers).
+OWN_MODULES = {"torch": {"fairscale_driver.py", "torch_fsdp_driver.py", "deepspeed_driver.py"}}
+
+
+def test_driver_keeps_at_most_25_public_members():
+    public = [name for name in dir(Driver) if not name.startswith("_")]
+    assert len(public) <= 25, public
+
+
+def test_the_parts_of_a_driver_are_separate_classes():
+    driver_members = set(dir(Driver))
+    for part, member in ((Collectives, "barrier"), (DataAdapter, "move"), (Persistence, "save_model")):
+        assert member in dir(part) and member not in driver_members
+
+
+def test_every_backend_has_the_module_set_the_architecture_page_lists():
+    documented = set(re.findall(r"^\s*\| `(\w+\.py)` \|", ARCHITECTURE.read_text(), flags=re.M))
+    assert {"single_driver.py", "parallel_driver.py", "persistence.py", "dataloader.py"} <= documented
+    for backend in ("torch", "paddle", "jittor", "oneflow"):
+        modules = {path.name for path in (BACKENDS / backend).glob("*.py")} - OWN_MODULES.get(backend, set())
+        assert modules == documented, (backend, sorted(modules ^ documented))
