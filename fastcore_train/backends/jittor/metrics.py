@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 import jittor as jt
 import numpy as np
 
-from fastcore_train.backends.jittor import collectives
+from fastcore_train.backends.jittor.world import all_gather_object
 
 __all__ = ["is_tensor", "from_numpy", "move", "numel", "process_group_gather"]
 
@@ -34,5 +34,5 @@ def numel(value: jt.Var) -> int:
 def process_group_gather() -> Optional[Callable[[Any], list]]:
     """``all_gather_object`` over MPI when this process runs under mpirun with several ranks."""
     if jt.in_mpi and jt.world_size > 1:
-        return collectives.all_gather_object
+        return all_gather_object
     return None
