@@ -23,7 +23,7 @@ import torch  # noqa: E402
 
 from fastcore_train import Accuracy, Evaluator, Trainer  # noqa: E402
 from fastcore_train.backends.torch.deepspeed_driver import TorchDeepSpeedDriver, build_config  # noqa: E402
-from fastcore_train.backends.torch.world import World  # noqa: E402
+from fastcore_train.parallel.environment import RankFacts  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
 from tests.processes import run_process_tree
@@ -195,7 +195,7 @@ def test_config_conflicting_with_the_trainer_is_refused(config, message):
 
 def test_bad_arguments_are_refused_before_any_process_starts():
     model = HARNESS.make_model(initial_weights())
-    world = World(rank=0, local_rank=0, world_size=1)
+    world = RankFacts(rank=0, local_rank=0, world_size=1)
     with pytest.raises(TypeError, match="deepspeed_kwargs"):
         TorchDeepSpeedDriver(model, "cpu", world, deepspeed_kwargs={"zero_optimization": {"stage": 2}})
     driver = TorchDeepSpeedDriver(model, "cpu", world)
@@ -206,7 +206,7 @@ def test_bad_arguments_are_refused_before_any_process_starts():
 def test_gradient_clipping_points_to_the_deepspeed_config():
     """DeepSpeed clips inside engine.step(), so the driver refuses and says which config key to set."""
     model = HARNESS.make_model(initial_weights())
-    driver = TorchDeepSpeedDriver(model, "cpu", World(rank=0, local_rank=0, world_size=1))
+    driver = TorchDeepSpeedDriver(model, "cpu", RankFacts(rank=0, local_rank=0, world_size=1))
     with pytest.raises(NotImplementedError, match=r"'gradient_clipping': 0\.5"):
         driver.clip_grad_norm(0.5)
     with pytest.raises(NotImplementedError, match="only clips by global 2-norm.*gradient_clipping"):
