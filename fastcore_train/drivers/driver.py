@@ -64,6 +64,15 @@ class Driver(ABC):
         self.io: "Persistence"
         self._is_set_up = False
 
+    def __getattr__(self, name: str) -> Any:
+        """fastNLP 1.0's driver names (``barrier``, ``tensor_to_numeric``, ...), answered by the
+        parts; see :mod:`~fastcore_train.drivers.fastnlp_names`."""
+        if name.startswith("_") or name in ("comm", "data", "io", "precision"):
+            raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+        from fastcore_train.drivers.fastnlp_names import resolve
+
+        return resolve(self, name)
+
     # ------------------------------------------------------------------ set-up
     def ensure_setup(self) -> None:
         """Once, whoever (Trainer or a standalone Evaluator) gets there first: start the other

@@ -67,13 +67,18 @@ class TorchmetricsAdapter(MetricAdapter):
 
     def get_metric(self, all_gather_object: Optional[Callable[[Any], list]]) -> Any:
         metric = self.metric
-        saved = metric.dist_sync_fn, metric.distributed_available_fn
+        # torchmetrics >= 0.11 asks distributed_available_fn whether to sync; older releases
+        # (fastNLP 1.0's era) ask torch.distributed and honour _to_sync instead.
+        switch = "distributed_available_fn" if hasattr(metric, "distributed_available_fn") else "_to_sync"
+        saved = metric.dist_sync_fn, getattr(metric, switch)
         metric.dist_sync_fn = None if all_gather_object is None else _tensor_gather(all_gather_object)
-        metric.distributed_available_fn = lambda: all_gather_object is not None
+        setattr(metric, switch, (lambda: all_gather_object is not None) if switch == "distributed_available_fn"
+                else all_gather_object is not None)
         try:
             return to_numeric(metric.compute())
         finally:
-            metric.dist_sync_fn, metric.distributed_available_fn = saved
+            metric.dist_sync_fn = saved[0]
+            setattr(metric, switch, saved[1])
 
 
 def adapt(metric: Any) -> MetricAdapter:
