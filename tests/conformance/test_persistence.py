@@ -64,9 +64,9 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     suffix = trainer.driver.io.model_file_suffix
     assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json",
-                            "callback_states.pkl"])
+                            "callback_states.json"])
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
-    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 1
+    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 2
     state = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())
     assert state["state"]["global_forward_batches"] == 2
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"], "no temporary folder may be left behind"

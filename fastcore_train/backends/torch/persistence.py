@@ -1,7 +1,14 @@
 """``driver.io`` for torch: model and training state with ``torch.save``/``torch.load``, and the
-random state of torch's generators. Sharded drivers (FairScale, FSDP, DeepSpeed) subclass it."""
+random state of torch's generators. Sharded drivers (FairScale, FSDP, DeepSpeed) subclass it.
+
+Every file is read with ``torch.load(weights_only=True)``, torch's restricted unpickler (tensors,
+plain containers, numbers, strings): a file naming any other object is refused with
+:class:`~fastcore_train.utils.safe_pickle.UnsafePickleError`, its code not run. Only an explicit
+``load_model(..., weights_only=False)`` unpickles a whole model, for files one trusts.
+"""
 from __future__ import annotations
 
+import pickle
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +16,23 @@ import torch
 
 from fastcore_train.backends.torch import rng
 from fastcore_train.drivers.persistence import Persistence
+from fastcore_train.utils.safe_pickle import TRUSTED_HINT, UnsafePickleError
+
+
+def load_file(path: Any, map_location: Any = "cpu", weights_only: bool = True, **kwargs: Any) -> Any:
+    """``torch.load`` of ``path``, with ``weights_only=True`` unless the caller trusts the file;
+    torch's refusal becomes an :class:`UnsafePickleError` saying what to do."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=weights_only, **kwargs)
+    except pickle.UnpicklingError as error:
+        if not weights_only:
+            raise
+        first = str(error).strip().splitlines()
+        detail = next((line.strip() for line in first if "global" in line.lower()), first[0] if first else "")
+        raise UnsafePickleError(
+            f"Refused to load {str(path)!r}: torch.load(weights_only=True) found more than tensors and plain data "
+            f"in it ({detail}); unpickling it could run code the file chose. Do not load files from a source you "
+            f"do not trust. {TRUSTED_HINT}") from error
 
 
 class TorchPersistence(Persistence):
@@ -21,10 +45,11 @@ class TorchPersistence(Persistence):
         torch.save(model.state_dict() if only_state_dict else model, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = torch.load(path, map_location=self.driver.device, weights_only=only_state_dict, **kwargs)
+        """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files)."""
+        loaded = load_file(path, map_location=self.driver.device, **kwargs)
         if isinstance(loaded, torch.nn.Module):
             loaded = loaded.state_dict()
-        elif not only_state_dict and not isinstance(loaded, dict):
+        elif not isinstance(loaded, dict):
             raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
         self.driver.unwrap_model().load_state_dict(loaded)
 
@@ -32,7 +57,7 @@ class TorchPersistence(Persistence):
         torch.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), path)
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(torch.load(path, map_location=self.driver.device, weights_only=True))
+        self.restore_training_state(load_file(path, map_location=self.driver.device))
 
     def rng_state(self) -> dict[str, Any]:
         return rng.get_rng_state()

@@ -41,7 +41,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
@@ -168,7 +168,7 @@ class TorchFSDPPersistence(TorchPersistence):
             dcp.load(state, checkpoint_id=path)
             set_model_state_dict(self.driver.model, _prefixed(state), options=self._options(False))
             return
-        state = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
+        state = load_file(path, map_location="cpu", **kwargs)
         if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
             state = state.state_dict()
         set_model_state_dict(self.driver.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
@@ -201,7 +201,7 @@ class TorchFSDPPersistence(TorchPersistence):
             options = self._options(False)
             saved = [state[f"optimizer_{i}"] for i in range(len(self.driver.optimizers))]
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_file(path, map_location="cpu")
             self.check_optimizer_count(len(state["optimizers"]))
             options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
         for optimizer, optimizer_state in zip(self.driver.optimizers, saved):
