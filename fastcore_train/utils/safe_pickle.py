@@ -8,11 +8,12 @@ answers only for an allow-list and refuses everything else with :class:`UnsafePi
 before anything is called. What the list holds, and why each is harmless with any arguments:
 
 - plain containers and numbers (``collections.OrderedDict``, ``builtins.tuple``/``list``/
-  ``dict``/``set``/``frozenset``/``complex``, ``_codecs.encode`` that protocol-2 pickles use for
-  bytes): they build data;
+  ``dict``/``set``/``frozenset``/``complex``/``bytes``/``bytearray``, ``_codecs.encode`` that
+  protocol-2 pickles use for bytes): they build data;
 - numpy arrays, scalars and dtypes (``numpy.ndarray``, ``numpy.dtype``, ``_reconstruct`` and
-  ``scalar`` of ``numpy.core.multiarray`` / ``numpy._core.multiarray``): they build arrays from
-  bytes; an object array's items are unpickled through this same unpickler;
+  ``scalar`` of ``numpy.core.multiarray``, ``_frombuffer`` of ``numpy.core.numeric`` for
+  protocol 5, and their ``numpy._core`` names in numpy 2): they build arrays from bytes; an
+  object array's items are unpickled through this same unpickler;
 - what a backend adds for its own files (``extra``), e.g. jittor's ``Var`` (built from an array).
 
 These are what the state files of paddle (``paddle.save``), jittor (``jt.save``) and oneflow
@@ -21,6 +22,7 @@ These are what the state files of paddle (``paddle.save``), jittor (``jt.save``)
 """
 from __future__ import annotations
 
+import _compat_pickle
 import importlib
 import io
 import pickle
@@ -30,11 +32,12 @@ from typing import Any, Callable, Mapping, Optional
 SAFE_GLOBALS: frozenset[tuple[str, str]] = frozenset({
     ("collections", "OrderedDict"),
     ("builtins", "tuple"), ("builtins", "list"), ("builtins", "dict"), ("builtins", "set"),
-    ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "bytearray"),
+    ("builtins", "frozenset"), ("builtins", "complex"), ("builtins", "bytes"), ("builtins", "bytearray"),
     ("_codecs", "encode"),
     ("numpy", "ndarray"), ("numpy", "dtype"),
     ("numpy.core.multiarray", "_reconstruct"), ("numpy._core.multiarray", "_reconstruct"),
     ("numpy.core.multiarray", "scalar"), ("numpy._core.multiarray", "scalar"),
+    ("numpy.core.numeric", "_frombuffer"), ("numpy._core.numeric", "_frombuffer"),  # protocol 5
 })
 
 #: What to do about a refused file one wrote oneself (a whole pickled model, ``only_state_dict=False``).
@@ -42,7 +45,8 @@ TRUSTED_HINT = ("A whole pickled model (saved with only_state_dict=False) is cod
                 "yourself and trust it, load it with trainer.load_model(folder, only_state_dict=False, "
                 "weights_only=False).")
 
-_NUMPY_MULTIARRAY = ("numpy.core.multiarray", "numpy._core.multiarray")
+_NUMPY_CORE = {"numpy.core.multiarray": "multiarray", "numpy._core.multiarray": "multiarray",
+               "numpy.core.numeric": "numeric", "numpy._core.numeric": "numeric"}
 
 
 class UnsafePickleError(pickle.UnpicklingError):
@@ -50,13 +54,13 @@ class UnsafePickleError(pickle.UnpicklingError):
 
 
 def _resolve(module: str, name: str) -> Any:
-    """The allowed object ``module.name``; numpy 1 and 2 name the multiarray module differently
+    """The allowed object ``module.name``; numpy 1 and 2 name their core module differently
     (pickles written under either load under both), so the one this numpy has is used."""
-    if module in _NUMPY_MULTIARRAY:
+    if module in _NUMPY_CORE:
         import numpy
 
-        core = getattr(numpy, "_core", None) or importlib.import_module("numpy.core")
-        return getattr(core.multiarray, name)
+        core = "numpy._core" if hasattr(numpy, "_core") else "numpy.core"
+        return getattr(importlib.import_module(f"{core}.{_NUMPY_CORE[module]}"), name)
     return getattr(importlib.import_module(module), name)
 
 
@@ -74,6 +78,10 @@ class RestrictedUnpickler(pickle.Unpickler):
         self.source, self.extra, self.hint = source, dict(extra or {}), hint
 
     def find_class(self, module: str, name: str) -> Any:
+        # python 2 names (protocols 0-2 write __builtin__.bytes...), renamed as pickle renames them;
+        # the allow-list below then applies to the python 3 name.
+        module, name = _compat_pickle.NAME_MAPPING.get((module, name), (module, name))
+        module = _compat_pickle.IMPORT_MAPPING.get(module, module)
         if (module, name) in self.extra:
             return self.extra[(module, name)]
         if (module, name) in SAFE_GLOBALS:

@@ -23,7 +23,9 @@ def test_save_model_then_load_model_gives_identical_predictions(harness, tmp_pat
     other = harness.make_model(initial_weights(seed=7))
     assert not np.array_equal(harness.predict(other, x), expected)
     loader = make_trainer(harness, other, x, y)
-    loader.load_model(tmp_path / "saved", only_state_dict=only_state_dict)
+    # A whole pickled model is code: loading it is an explicit "I trust this file" (weights_only=False).
+    trust = {} if only_state_dict else {"weights_only": False}
+    loader.load_model(tmp_path / "saved", only_state_dict=only_state_dict, **trust)
     np.testing.assert_array_equal(harness.predict(other, x), expected)
 
 

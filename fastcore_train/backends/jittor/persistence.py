@@ -40,7 +40,7 @@ def load_file(path: Path, weights_only: bool = True) -> Any:
     docstring); ``weights_only=False`` is ``jt.load`` itself."""
     if not weights_only:
         return jt.load(str(path))
-    return safe_pickle.load_file(path, extra={("jittor.jittor_core", "Var"): jt.Var},
+    return safe_pickle.load_file(path, extra={("jittor", "jittor_core.Var"): jt.Var},
                                  hint=safe_pickle.TRUSTED_HINT, transform=_strip_trailer(Path(path)))
 
 

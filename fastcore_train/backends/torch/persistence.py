@@ -9,6 +9,7 @@ plain containers, numbers, strings): a file naming any other object is refused w
 from __future__ import annotations
 
 import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -27,11 +28,11 @@ def load_file(path: Any, map_location: Any = "cpu", weights_only: bool = True, *
     except pickle.UnpicklingError as error:
         if not weights_only:
             raise
-        first = str(error).strip().splitlines()
-        detail = next((line.strip() for line in first if "global" in line.lower()), first[0] if first else "")
+        named = re.search(r"GLOBAL (\S+)", str(error))
+        found = f"it refers to {named.group(1)}" if named else str(error).strip().splitlines()[0]
         raise UnsafePickleError(
-            f"Refused to load {str(path)!r}: torch.load(weights_only=True) found more than tensors and plain data "
-            f"in it ({detail}); unpickling it could run code the file chose. Do not load files from a source you "
+            f"Refused to load {str(path)!r}: {found}, and torch.load(weights_only=True) rebuilds only tensors and "
+            "plain data; unpickling the rest could run code the file chose. Do not load files from a source you "
             f"do not trust. {TRUSTED_HINT}") from error
 
 
