@@ -7,7 +7,8 @@ A checkpoint is a folder::
     model<suffix>        the model, written by the driver (or by a user's model_save_fn)
     training_state<suffix>  optimizers and grad scaler, written by the driver
     trainer_state.json   trainer counters, sampler state, event-filter counters, RNG states
-    callback_states.pkl  what each Callback returned from on_save_checkpoint (pickled)
+    callback_states.json what each Callback returned from on_save_checkpoint (JSON, see
+                         :mod:`fastcore_train.utils.json_state`; format 1 pickled it)
 
 The folder is written under a temporary name and renamed into place, so a process killed
 mid-write leaves the previous checkpoint complete and loadable. Only a folder that is itself a
@@ -17,6 +18,10 @@ target is the user's, and saving there is an error that leaves it untouched.
 ``meta.json`` is written last, once every file is in the temporary folder, with the sha256 of
 each of them (folders, such as oneflow's model folder, file by file); loading checks them first,
 so a file changed or damaged after saving is an error naming it, not weights loaded silently.
+
+Loading runs no code of the checkpoint's: the JSON files are parsed, the framework files are
+read by the driver's safe loaders (``driver.io``), and a format-1 ``callback_states.pkl`` through
+:mod:`fastcore_train.utils.safe_pickle`, which rebuilds plain data only.
 """
 from __future__ import annotations
 
@@ -24,19 +29,22 @@ import contextlib
 import hashlib
 import json
 import os
-import pickle
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
+from fastcore_train.utils import json_state, safe_pickle
 from fastcore_train.utils.atomic import atomic_path, blocking_file, recover_folder
 from fastcore_train.version import __version__
 
-FORMAT_VERSION = 1
+#: 2: callback states in JSON. 1: pickled (still read, through the restricted unpickler).
+FORMAT_VERSION = 2
+READABLE_FORMATS = (1, 2)
 META_FILE = "meta.json"
 TRAINER_STATE_FILE = "trainer_state.json"
-CALLBACK_STATE_FILE = "callback_states.pkl"
+CALLBACK_STATE_FILE = "callback_states.json"
+LEGACY_CALLBACK_STATE_FILE = "callback_states.pkl"
 MODEL_STEM = "model"
 TRAINING_STATE_STEM = "training_state"
 
@@ -51,6 +59,25 @@ class CheckpointTargetError(CheckpointError):
 
 class CheckpointChecksumError(CheckpointError):
     """A checkpoint file whose content is not what was saved (changed or damaged since)."""
+
+
+class CheckpointStateError(CheckpointError, TypeError):
+    """A callback state that cannot be written as JSON (raised when saving, before any write)."""
+
+
+def encode_callback_states(states: dict[str, Any]) -> dict[str, Any]:
+    """``{callback name: state}`` as JSON-able data (:func:`fastcore_train.utils.json_state.encode`),
+    or :class:`CheckpointStateError` naming the callback and the entry that is not."""
+    encoded = {}
+    for name, state in states.items():
+        try:
+            encoded[name] = json_state.encode(state)
+        except json_state.StateNotJSONError as error:
+            raise CheckpointStateError(
+                f"Cannot save a checkpoint: callback {name!r} returned a state from on_save_checkpoint in which "
+                f"{error} Checkpoints keep callback states as JSON so that loading one runs no code. Nothing "
+                "was written.") from None
+    return encoded
 
 
 def is_checkpoint_folder(folder: Path) -> bool:
@@ -155,7 +182,8 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
                      extra_json: Optional[dict[str, Any]] = None) -> Path:
     """Write a complete checkpoint folder atomically.
 
-    Call on rank 0 only, or on every rank when ``driver.io.collective_save``. ``extra_json`` maps
+    Call on rank 0 only, or on every rank when ``driver.io.collective_save``. ``callback_states``
+    is what :func:`encode_callback_states` returned. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
     evaluation results a checkpoint was selected by). Raises :class:`CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
@@ -182,10 +210,7 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
         driver.io.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.io.model_file_suffix}")
         if is_zero:
             write_json(staging / TRAINER_STATE_FILE, trainer_state)
-            with open(staging / CALLBACK_STATE_FILE, "wb") as handle:
-                pickle.dump(callback_states, handle)
-                handle.flush()
-                os.fsync(handle.fileno())
+            write_json(staging / CALLBACK_STATE_FILE, callback_states)
             for name, data in (extra_json or {}).items():
                 write_json(staging / name, data)
     return folder
@@ -251,10 +276,11 @@ def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except ValueError as error:
         raise CheckpointError(f"{str(meta_path)!r} is damaged ({error}); pick another checkpoint.") from error
-    if meta.get("format_version") != FORMAT_VERSION:
+    if meta.get("format_version") not in READABLE_FORMATS:
         raise CheckpointError(
             f"Checkpoint {str(folder)!r} has format version {meta.get('format_version')!r}; this "
-            f"fastcore_train reads version {FORMAT_VERSION}."
+            f"fastcore_train reads versions {', '.join(map(str, READABLE_FORMATS))}. Load it with the "
+            "fastcore_train version that wrote it (meta.json's fastcore_train_version)."
         )
     if meta.get("backend") != driver.backend:
         raise CheckpointError(
@@ -274,13 +300,27 @@ def read_trainer_state(folder: Path) -> dict[str, Any]:
         raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
 
 
-def read_callback_states(folder: Path) -> dict[str, Any]:
-    path = require_file(folder / CALLBACK_STATE_FILE, "callback states")
-    try:
-        with open(path, "rb") as handle:
-            return pickle.load(handle)
-    except Exception as error:  # unpickling can fail in many ways; all mean the same to the user
-        raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
+def read_callback_states(folder: Path, format_version: int = FORMAT_VERSION) -> dict[str, Any]:
+    """The callback states: JSON, or for a format-1 checkpoint its pickle read through
+    :mod:`~fastcore_train.utils.safe_pickle` (plain data only; anything else is refused unrun)."""
+    if format_version == 1:
+        path = require_file(folder / LEGACY_CALLBACK_STATE_FILE, "callback states")
+        try:
+            states = safe_pickle.load_file(path, hint="A format-1 callback_states.pkl holds plain data only.")
+        except safe_pickle.UnsafePickleError:
+            raise
+        except Exception as error:
+            raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
+    else:
+        path = require_file(folder / CALLBACK_STATE_FILE, "callback states")
+        try:
+            states = json_state.decode(json.loads(path.read_text(encoding="utf-8")))
+        except (OSError, ValueError) as error:
+            raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
+    if not isinstance(states, dict):
+        raise CheckpointError(f"{str(path)!r} holds a {type(states).__name__}, not callback states; "
+                              "the checkpoint is damaged.")
+    return states
 
 
 def require_file(path: Path, what: str) -> Path:

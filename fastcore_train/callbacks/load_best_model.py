@@ -56,7 +56,10 @@ class LoadBestModelCallback(Callback):
             return
         logger.info("Loading the best model (%s=%.6g after %d batches).", self.tracker.monitor,
                     self.tracker.best, self.best_batches)
-        trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn)
+        # A whole pickled model (only_state_dict=False) is code; this callback wrote it, so it is trusted.
+        trusted = {} if self.only_state_dict else {"weights_only": False}
+        trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn,
+                           **trusted)
         if self.delete_after_train and trainer.driver.comm.is_global_zero():
             shutil.rmtree(self.save_folder, ignore_errors=True)
 

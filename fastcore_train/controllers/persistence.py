@@ -79,7 +79,8 @@ class PersistenceMixin:
         if problem is not None:
             raise ckpt.CheckpointTargetError(problem)
         self._warn_open_accumulation_group()
-        callback_states = self.callback_manager.callback_states(self)
+        # Every rank encodes (and raises alike for a state that is not JSON), before anything is written.
+        callback_states = ckpt.encode_callback_states(self.callback_manager.callback_states(self))
         sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
         consumed = self.state.batch_idx_in_epoch - self._batches_before_iter
         trainer_state = {
@@ -133,7 +134,8 @@ class PersistenceMixin:
             if not same_world:
                 logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
                                "streams restart from rank 0's state.", len(rng_states), self.driver.comm.world_size)
-            self.callback_manager.load_callback_states(self, ckpt.read_callback_states(folder))
+            self.callback_manager.load_callback_states(
+                self, ckpt.read_callback_states(folder, meta["format_version"]))
         self.driver.comm.barrier()
 
     def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:

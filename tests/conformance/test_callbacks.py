@@ -75,9 +75,10 @@ def test_checkpoint_callback_on_exception(harness, tmp_path):
     assert [p.name for p in saver.run_folder.iterdir()] == ["exception_RuntimeError"]
 
 
-def test_load_best_model_restores_the_best_weights(harness):
+@pytest.mark.parametrize("only_state_dict", [True, False])
+def test_load_best_model_restores_the_best_weights(harness, only_state_dict, recwarn):
     weights_at_evaluation = []
-    best = LoadBestModelCallback()
+    best = LoadBestModelCallback(only_state_dict=only_state_dict)  # False: a whole model it wrote, trusted
     trainer, model = scripted_trainer(harness, [0.2, 0.9, 0.4, 0.6], [best])
     trainer.add_callback_fn(Event.on_evaluate_end(), lambda t, r: weights_at_evaluation.append(harness.get_weights(model)))
     trainer.run(num_eval_sanity_batch=0)

@@ -1,15 +1,47 @@
-"""``driver.io`` for jittor (:class:`JittorPersistence`): ``jt.save``/``jt.load`` of the model and of
-the optimizers' state, and the per-step seeder's random state."""
+"""``driver.io`` for jittor (:class:`JittorPersistence`): ``jt.save`` of the model and of the
+optimizers' state, :func:`load_file` to read them, and the per-step seeder's random state.
+
+``jt.load`` is ``pickle.loads``: a file from elsewhere could run code. :func:`load_file` reads the
+same format (a pickle, optionally followed by jittor's sha1 trailer) through
+:mod:`fastcore_train.utils.safe_pickle`, which rebuilds numpy arrays, jittor ``Var``s (made from
+an array) and plain data only; ``load_model(..., weights_only=False)`` uses ``jt.load`` for a
+trusted file, e.g. a whole pickled model.
+"""
 from __future__ import annotations
 
+import hashlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import jittor as jt
 
 from fastcore_train.drivers.persistence import Persistence
+from fastcore_train.utils import safe_pickle
+
+#: ``jt.save`` appends the sha1 of the pickle and this marker.
+TRAILER_MARK = b"HCAJSLHD"
 
 TRAINING_STATE_FORMAT = "fastcore_train.jittor.training_state.v1"
+
+
+def _strip_trailer(path: Path) -> Callable[[bytes], bytes]:
+    def strip(data: bytes) -> bytes:
+        if not data.endswith(TRAILER_MARK):
+            return data
+        body, digest = data[:-28], data[-28:-8]
+        if hashlib.sha1(body).digest() != digest:
+            raise ValueError(f"{str(path)!r} is damaged: its sha1 (written by jt.save) does not match its content.")
+        return body
+    return strip
+
+
+def load_file(path: Path, weights_only: bool = True) -> Any:
+    """What ``jt.load(path)`` returns, read without running code of the file's (see the module
+    docstring); ``weights_only=False`` is ``jt.load`` itself."""
+    if not weights_only:
+        return jt.load(str(path))
+    return safe_pickle.load_file(path, extra={("jittor", "jittor_core.Var"): jt.Var},
+                                 hint=safe_pickle.TRUSTED_HINT, transform=_strip_trailer(Path(path)))
 
 
 def optimizer_state(optimizer: jt.optim.Optimizer) -> dict[str, Any]:
@@ -41,7 +73,7 @@ class JittorPersistence(Persistence):
         jt.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = jt.load(str(path), **kwargs)
+        loaded = load_file(path, **kwargs)
         if isinstance(loaded, jt.Module):
             loaded = loaded.state_dict()
         if not isinstance(loaded, dict):
@@ -61,7 +93,7 @@ class JittorPersistence(Persistence):
                  "optimizers": [optimizer_state(optimizer) for optimizer in self.driver.optimizers]}, str(path))
 
     def load_training_state(self, path: Path) -> None:
-        state = jt.load(str(path))
+        state = load_file(path)
         if not isinstance(state, dict) or state.get("format") != TRAINING_STATE_FORMAT:
             raise ValueError(f"{str(path)!r} was not written by fastcore_train's jittor driver.")
         self.restore_training_state(state, load_optimizer_state)  # jittor has no scaler state to restore

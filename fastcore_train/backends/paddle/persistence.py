@@ -18,9 +18,16 @@ another order, e.g. when a checkpoint is loaded into a model built later in the 
 ``set_state_dict`` then fails or loads nothing. Here the state is saved per accumulator kind and
 parameter *index* in the optimizer's parameter list (what ``torch.optim`` does), and on loading
 the accumulators are created the way paddle's first ``step()`` creates them and then filled in.
+
+Loading runs no code of the file's: ``paddle.load`` unpickles with plain ``pickle``, so every file
+is first read through :mod:`fastcore_train.utils.safe_pickle` (numpy arrays, containers, numbers,
+strings: all a ``paddle.save`` of state dicts holds) and handed to ``paddle.load`` only when that
+succeeded, as the same bytes in memory. ``load_model(..., weights_only=False)`` skips the check
+for a file one trusts.
 """
 from __future__ import annotations
 
+import io
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
@@ -31,6 +38,10 @@ from paddle.optimizer.lr import LRScheduler
 from fastcore_train.backends.paddle.rng import get_rng_state, set_rng_state
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.log import logger
+from fastcore_train.utils import safe_pickle
+
+TRUSTED_HINT = ("If you wrote this file yourself and trust it, trainer.load_model(folder, weights_only=False) "
+                "reads it with paddle.load unchecked.")
 
 EXPORT_PREFIX = "model"
 STATE_FILE = "state_dict.pdparams"
@@ -65,6 +76,16 @@ def save_model_file(model: paddle.nn.Layer, path: Path, whole_model: bool = Fals
             model.train()
 
 
+def load_file(path: Path, weights_only: bool = True, **kwargs: Any) -> Any:
+    """``paddle.load`` of ``path`` once its pickle holds nothing but plain data (unless
+    ``weights_only=False``); a file naming anything else raises
+    :class:`~fastcore_train.utils.safe_pickle.UnsafePickleError`, nothing of it run."""
+    data = Path(path).read_bytes()
+    if weights_only:
+        safe_pickle.loads(data, source=repr(str(path)), hint=TRUSTED_HINT)
+    return paddle.load(io.BytesIO(data), **kwargs)
+
+
 def load_model_file(model: paddle.nn.Layer, path: Path, **kwargs: Any) -> None:
     """Restore into ``model`` what :func:`save_model_file` wrote; parameter names must match."""
     file = path / STATE_FILE if path.is_dir() else path
@@ -72,7 +93,7 @@ def load_model_file(model: paddle.nn.Layer, path: Path, **kwargs: Any) -> None:
         raise FileNotFoundError(
             f"{str(path)!r} is a folder without {STATE_FILE}, so it was not written by fastcore_train; "
             f"load a paddle.jit.save export with paddle.jit.load instead.")
-    state = paddle.load(str(file), **kwargs)
+    state = load_file(file, **kwargs)
     if not isinstance(state, dict):
         raise TypeError(f"{str(file)!r} holds a {type(state).__name__}, not a paddle state dict.")
     expected = set(model.state_dict())
@@ -194,7 +215,7 @@ class PaddlePersistence(Persistence):
         paddle.save(self.training_state(states), str(path))
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(paddle.load(str(path)), load_optimizer_state)
+        self.restore_training_state(load_file(path), load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:
         return get_rng_state()

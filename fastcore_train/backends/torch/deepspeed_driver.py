@@ -39,7 +39,7 @@ import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
 from fastcore_train.backends.torch.precision import DeepSpeedPrecision
 from fastcore_train.backends.torch.world import world_from_environment
 from fastcore_train.parallel.environment import RankFacts
@@ -256,7 +256,7 @@ class DeepSpeedPersistence(TorchPersistence):
             torch.save(state, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
+        loaded = load_file(path, map_location="cpu", **kwargs)
         if isinstance(loaded, torch.nn.Module):
             loaded = loaded.state_dict()
         elif not isinstance(loaded, dict):

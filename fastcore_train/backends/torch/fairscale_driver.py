@@ -21,7 +21,7 @@ from typing import Any, ContextManager, Iterator, Optional
 import torch
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
 from fastcore_train.parallel.environment import RankFacts
 
 try:
@@ -197,7 +197,7 @@ class FairScalePersistence(TorchPersistence):
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         if not self.driver._fsdp:
             return super().load_model(path, only_state_dict=only_state_dict, **kwargs)
-        state = torch.load(path, map_location="cpu", weights_only=True, **kwargs)
+        state = load_file(path, map_location="cpu", **kwargs)
         self.driver.model.load_state_dict({_DISPATCH_PREFIX + k: v for k, v in state.items()})
 
     def save_training_state(self, path: Path) -> None:
@@ -215,7 +215,7 @@ class FairScalePersistence(TorchPersistence):
     def load_training_state(self, path: Path) -> None:
         """Every rank reads the full state; OSS and FSDP keep this rank's share of it."""
         if isinstance(self.driver.model, FairScaleFSDP):
-            state = torch.load(path, map_location="cpu", weights_only=True)  # FairScale's flat layout
+            state = load_file(path, map_location="cpu")  # FairScale's flat layout
             self.restore_training_state(state, lambda optimizer, full: optimizer.load_state_dict(
                 self.driver.model.get_shard_from_optim_state_dict(full)))
         else:

@@ -1,7 +1,22 @@
 """``driver.io`` for torch: model and training state with ``torch.save``/``torch.load``, and the
-random state of torch's generators. Sharded drivers (FairScale, FSDP, DeepSpeed) subclass it."""
+random state of torch's generators. Sharded drivers (FairScale, FSDP, DeepSpeed) subclass it.
+
+Every file is read with ``torch.load(weights_only=True)``, torch's restricted unpickler (tensors,
+plain containers, numbers, strings): a file naming any other object is refused with
+:class:`~fastcore_train.utils.safe_pickle.UnsafePickleError`, its code not run. Only an explicit
+``load_model(..., weights_only=False)`` unpickles a whole model, for files one trusts.
+A sharded (``torch.distributed.checkpoint``) folder's ``.metadata`` is a plain pickle that
+``dcp.load`` reads with ``pickle``: :func:`check_dcp_metadata` reads it through
+:mod:`fastcore_train.utils.safe_pickle` first (DCP's metadata dataclasses and enums, torch
+dtypes and sizes, paths), so a folder naming anything else is refused before ``dcp.load``.
+"""
 from __future__ import annotations
 
+import dataclasses
+import enum
+import importlib
+import pickle
+import re
 from pathlib import Path
 from typing import Any
 
@@ -9,6 +24,52 @@ import torch
 
 from fastcore_train.backends.torch import rng
 from fastcore_train.drivers.persistence import Persistence
+from fastcore_train.utils import safe_pickle
+from fastcore_train.utils.safe_pickle import TRUSTED_HINT, UnsafePickleError
+
+DCP_METADATA = ".metadata"  # the pickle torch.distributed.checkpoint writes into its folder
+_DCP_MODULES = ("torch.distributed.checkpoint.metadata", "torch.distributed.checkpoint.filesystem")
+
+
+def load_file(path: Any, map_location: Any = "cpu", weights_only: bool = True, **kwargs: Any) -> Any:
+    """``torch.load`` of ``path``, with ``weights_only=True`` unless the caller trusts the file;
+    torch's refusal becomes an :class:`UnsafePickleError` saying what to do."""
+    try:
+        return torch.load(path, map_location=map_location, weights_only=weights_only, **kwargs)
+    except pickle.UnpicklingError as error:
+        if not weights_only:
+            raise
+        named = re.search(r"GLOBAL (\S+)", str(error))
+        found = f"it refers to {named.group(1)}" if named else str(error).strip().splitlines()[0]
+        raise UnsafePickleError(
+            f"Refused to load {str(path)!r}: {found}, and torch.load(weights_only=True) rebuilds only tensors and "
+            "plain data; unpickling the rest could run code the file chose. Do not load files from a source you "
+            f"do not trust. {TRUSTED_HINT}") from error
+
+
+def _dcp_metadata_globals() -> dict[tuple[str, str], Any]:
+    """What a ``.metadata`` may name: DCP's own dataclasses and enums (built from fields),
+    ``torch.Size``, torch dtypes, layouts by name, and paths."""
+    allowed: dict[tuple[str, str], Any] = {("torch", "Size"): torch.Size,
+                                           ("torch.serialization", "_get_layout"): torch.serialization._get_layout}
+    allowed.update({("pathlib", name): getattr(importlib.import_module("pathlib"), name)
+                    for name in ("Path", "PosixPath", "WindowsPath", "PurePosixPath", "PureWindowsPath")})
+    allowed.update({("torch", name): value for name, value in vars(torch).items() if isinstance(value, torch.dtype)})
+    for module_name in _DCP_MODULES:
+        for name, value in vars(importlib.import_module(module_name)).items():
+            if isinstance(value, type) and value.__module__ == module_name and (
+                    dataclasses.is_dataclass(value) or issubclass(value, enum.Enum)):
+                allowed[(module_name, name)] = value
+    return allowed
+
+
+def check_dcp_metadata(folder: Path) -> None:
+    """Raise :class:`UnsafePickleError` unless ``folder/.metadata`` (a sharded checkpoint's
+    index) names nothing but what :func:`_dcp_metadata_globals` allows; call before ``dcp.load``."""
+    path = Path(folder) / DCP_METADATA
+    if not path.is_file():
+        raise FileNotFoundError(f"{str(folder)!r} is not a torch.distributed.checkpoint folder (no {DCP_METADATA}).")
+    safe_pickle.load_file(path, extra=_dcp_metadata_globals())
 
 
 class TorchPersistence(Persistence):
@@ -21,10 +82,11 @@ class TorchPersistence(Persistence):
         torch.save(model.state_dict() if only_state_dict else model, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = torch.load(path, map_location=self.driver.device, weights_only=only_state_dict, **kwargs)
+        """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files)."""
+        loaded = load_file(path, map_location=self.driver.device, **kwargs)
         if isinstance(loaded, torch.nn.Module):
             loaded = loaded.state_dict()
-        elif not only_state_dict and not isinstance(loaded, dict):
+        elif not isinstance(loaded, dict):
             raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
         self.driver.unwrap_model().load_state_dict(loaded)
 
@@ -32,7 +94,7 @@ class TorchPersistence(Persistence):
         torch.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), path)
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(torch.load(path, map_location=self.driver.device, weights_only=True))
+        self.restore_training_state(load_file(path, map_location=self.driver.device))
 
     def rng_state(self) -> dict[str, Any]:
         return rng.get_rng_state()

@@ -41,7 +41,7 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.persistence import TorchPersistence
+from fastcore_train.backends.torch.persistence import TorchPersistence, check_dcp_metadata, load_file
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
@@ -165,10 +165,11 @@ class TorchFSDPPersistence(TorchPersistence):
         if path.is_dir():
             state = {_strip(key): value for key, value in
                      get_model_state_dict(self.driver.model, options=self._options(False)).items()}
+            check_dcp_metadata(path)
             dcp.load(state, checkpoint_id=path)
             set_model_state_dict(self.driver.model, _prefixed(state), options=self._options(False))
             return
-        state = torch.load(path, map_location="cpu", weights_only=only_state_dict, **kwargs)
+        state = load_file(path, map_location="cpu", **kwargs)
         if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
             state = state.state_dict()
         set_model_state_dict(self.driver.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
@@ -197,11 +198,11 @@ class TorchFSDPPersistence(TorchPersistence):
             scaler = self.driver.precision.state_dict()  # the layout dcp.load fills in
             if scaler is not None:
                 state[GRAD_SCALER_KEY] = scaler
-            dcp.load(state, checkpoint_id=path)
+            dcp.load(state, checkpoint_id=path)  # its .metadata checked by _saved_optimizer_count
             options = self._options(False)
             saved = [state[f"optimizer_{i}"] for i in range(len(self.driver.optimizers))]
         else:
-            state = torch.load(path, map_location="cpu", weights_only=True)
+            state = load_file(path, map_location="cpu")
             self.check_optimizer_count(len(state["optimizers"]))
             options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
         for optimizer, optimizer_state in zip(self.driver.optimizers, saved):
@@ -219,6 +220,7 @@ def _prefixed(state: dict[str, Any]) -> dict[str, Any]:
 
 def _saved_optimizer_count(path: Path) -> int:
     """How many optimizers a sharded training-state folder holds (from its metadata)."""
+    check_dcp_metadata(path)
     keys = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
     return len({key.split(".", 1)[0] for key in keys if key.startswith("optimizer_")})
 
