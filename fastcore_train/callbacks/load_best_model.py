@@ -56,7 +56,8 @@ class LoadBestModelCallback(Callback):
             return
         logger.info("Loading the best model (%s=%.6g after %d batches).", self.tracker.monitor,
                     self.tracker.best, self.best_batches)
-        # A whole pickled model (only_state_dict=False) is code; this callback wrote it, so it is trusted.
+        # A whole pickled model (only_state_dict=False) is code: trusted because this callback wrote it
+        # into its own folder (a checkpoint naming another folder is refused in on_load_checkpoint).
         trusted = {} if self.only_state_dict else {"weights_only": False}
         trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn,
                            **trusted)
@@ -67,7 +68,22 @@ class LoadBestModelCallback(Callback):
         return {"best": self.tracker.best, "best_batches": self.best_batches, "save_folder": str(self.save_folder)}
 
     def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
-        if states and Path(states["save_folder"]).exists():
-            self.tracker.best = states["best"]
-            self.best_batches = states["best_batches"]
-            self.save_folder = Path(states["save_folder"])
+        if not states or not Path(states["save_folder"]).exists():
+            return
+        restored = Path(states["save_folder"])
+        if not self._is_ours(restored):
+            logger.warning("LoadBestModelCallback: the checkpoint names %s as its best-model folder, which is neither "
+                           "this callback's save_folder nor one of its temporary folders; it is not used (nor "
+                           "deleted), and the best model is tracked afresh.", restored)
+            return
+        self.tracker.best = states["best"]
+        self.best_batches = states["best_batches"]
+        self.save_folder = restored
+
+    def _is_ours(self, folder: Path) -> bool:
+        """A folder this callback may read and delete: its own save_folder, or a temporary folder of
+        the kind it makes (a checkpoint from elsewhere must not point it at other files)."""
+        if self.save_folder is not None and not self._made_temporary:
+            return folder.resolve() == self.save_folder.resolve()
+        return (folder.name.startswith("fastcore_best_")
+                and folder.resolve().parent == Path(tempfile.gettempdir()).resolve())

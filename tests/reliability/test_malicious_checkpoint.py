@@ -15,6 +15,8 @@ import importlib
 import json
 import pickle
 import shutil
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -267,3 +269,25 @@ def test_checksums_are_sha256_of_the_planted_bytes(saved, tmp_path):
     rewrite_checksums(saved, "match")
     meta = json.loads((saved / META_FILE).read_text())
     assert meta["checksums"][CALLBACK_STATE_FILE] == hashlib.sha256(planted.read_bytes()).hexdigest()
+
+
+def test_load_best_model_ignores_a_folder_a_checkpoint_points_elsewhere(tmp_path):
+    """A checkpoint's callback state must not make LoadBestModelCallback read (as trusted code) or
+    delete a folder that is not its own."""
+    from fastcore_train.callbacks import LoadBestModelCallback
+
+    victim = tmp_path / "users_files"
+    victim.mkdir()
+    (victim / "notes.txt").write_text("keep me")
+    callback = LoadBestModelCallback(monitor="acc")
+    callback.save_folder, callback._made_temporary = Path(tempfile.mkdtemp(prefix="fastcore_best_")), True
+    callback.on_load_checkpoint(None, {"best": 0.9, "best_batches": 4, "save_folder": str(victim)})
+    assert callback.save_folder != victim and callback.best_batches is None
+    own = LoadBestModelCallback(monitor="acc", save_folder=tmp_path / "best")
+    own.on_load_checkpoint(None, {"best": 0.9, "best_batches": 4, "save_folder": str(victim)})
+    assert own.save_folder == tmp_path / "best" and own.best_batches is None
+    (tmp_path / "best").mkdir()
+    own.on_load_checkpoint(None, {"best": 0.9, "best_batches": 4, "save_folder": str(tmp_path / "best")})
+    assert own.best_batches == 4
+    assert (victim / "notes.txt").read_text() == "keep me"
+    shutil.rmtree(callback.save_folder)
