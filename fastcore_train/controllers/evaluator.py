@@ -7,6 +7,7 @@ dataloader part is left out when a single unnamed dataloader is evaluated.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
@@ -15,6 +16,7 @@ from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.log import logger, set_rank
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.controllers.evaluator_metrics import EvaluatorMetric, normalize_metrics
+from fastcore_train.controllers.predict import Predictor
 from fastcore_train.samplers.adapt import make_unrepeated_dataloader
 from fastcore_train.utils.param_call import apply_mapping
 
@@ -72,6 +74,7 @@ class Evaluator:
         self.driver.ensure_setup()
         set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         self.dataloaders = _normalize_dataloaders(dataloaders)
+        self._given_dataloaders = dict(self.dataloaders)  # before any split, for predict()
         for name, dataloader in self.dataloaders.items():
             self.driver.data.check(dataloader, f"evaluate dataloader {name or ''}".strip())
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
@@ -92,6 +95,7 @@ class Evaluator:
         self.output_mapping = output_mapping
         self.verbose = verbose
         self.model_use_eval_mode = options.get("model_use_eval_mode", True)
+        self.model_wo_auto_param_call = model_wo_auto_param_call
         self._metrics = {name: EvaluatorMetric(name, metric, self.driver) for name, metric in self.metrics.items()}
         for entry in self._metrics.values():
             entry.check_split(any(self._split.values()))
@@ -155,6 +159,19 @@ class Evaluator:
         if self.verbose and driver.comm.is_global_zero():
             print(format_results(results))
         return results
+
+    def predict(self, dataloader: Any = None, output_dir: Union[str, Path, None] = None,
+                predict_fn: Optional[str] = None) -> Any:
+        """The model's per-sample outputs in dataset order; see :meth:`Trainer.predict`.
+        ``dataloader`` defaults to the Evaluator's one dataloader."""
+        if dataloader is None:
+            if len(self._given_dataloaders) != 1:
+                raise ValueError(f"This Evaluator has {len(self._given_dataloaders)} dataloaders "
+                                 f"({sorted(map(str, self._given_dataloaders))}); pass the one to predict.")
+            dataloader = next(iter(self._given_dataloaders.values()))
+        predictor = Predictor(self.driver, predict_fn, self.input_mapping, self.output_mapping,
+                              self.model_wo_auto_param_call)
+        return predictor.run(dataloader, output_dir)
 
     def get_metric(self, dataloader_name: Optional[str] = None, aggregate: bool = True) -> dict[str, Any]:
         """Every metric's results, combined across ranks when ``aggregate`` (each rank saw a share),

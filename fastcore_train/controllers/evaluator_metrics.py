@@ -16,6 +16,7 @@ from fastcore_train.drivers.registry import all_backends, backend_for_metric
 from fastcore_train.log import logger
 from fastcore_train.metrics.adapters import MetricAdapter, adapt_metric
 from fastcore_train.metrics.element import Element
+from fastcore_train.metrics.function_metric import FunctionMetric, is_metric_function
 from fastcore_train.metrics.metric import Metric
 from fastcore_train.utils.param_call import ParamBinder
 
@@ -28,7 +29,10 @@ class EvaluatorMetric:
     def __init__(self, name: str, metric: Any, driver: Driver) -> None:
         self.name, self.metric, self.driver = name, metric, driver
         self.adapter: Optional[MetricAdapter] = None
-        if isinstance(metric, Metric):
+        if is_metric_function(metric):
+            self.adapter = FunctionMetric(name, metric, driver.data.to_numpy)
+            self.binder = ParamBinder(self.adapter.update)
+        elif isinstance(metric, Metric):
             if driver.backend in {entry.name for entry in all_backends()}:
                 metric.use_backend(driver.backend)  # backend="auto" follows the driver
             metric.to(driver.data.device)
@@ -81,7 +85,9 @@ def normalize_metrics(metrics: Any) -> dict[str, Any]:
     if metrics is None:
         return {}
     if isinstance(metrics, Metric) or (not isinstance(metrics, Mapping) and _is_metric(metrics)):
-        return {type(metrics).__name__.lower(): metrics}
+        named = metrics.__name__ if is_metric_function(metrics) and hasattr(metrics, "__name__") else \
+            type(metrics).__name__.lower()
+        return {named: metrics}
     if not isinstance(metrics, Mapping):
         raise TypeError(
             f"metrics must be a dict {{name: Metric}} (or one Metric), got {type(metrics).__name__}."
@@ -92,12 +98,13 @@ def normalize_metrics(metrics: Any) -> dict[str, Any]:
         if not _is_metric(metric):
             raise TypeError(
                 f"metrics[{name!r}] is a {type(metric).__name__}; a metric is a fastcore_train Metric, a torchmetrics or "
-                "paddle.metric metric, or an object with update() and get_metric()."
+                "paddle.metric metric, an object with update() and get_metric(), or a function "
+                "(preds, labels) -> dict."
             )
     return dict(metrics)
 
 
 def _is_metric(metric: Any) -> bool:
-    if isinstance(metric, Metric) or backend_for_metric(metric) is not None:
+    if isinstance(metric, Metric) or is_metric_function(metric) or backend_for_metric(metric) is not None:
         return True
     return hasattr(metric, "update") and hasattr(metric, "get_metric")

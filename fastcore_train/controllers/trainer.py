@@ -30,6 +30,7 @@ from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.controllers.overfit import OverfitDataLoader
 from fastcore_train.controllers.persistence import PersistenceMixin
+from fastcore_train.controllers.predict import Predictor
 from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
@@ -41,6 +42,7 @@ from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import make_reproducible_dataloader
+from fastcore_train.summary import summarize
 from fastcore_train.utils.parameters import optimizers_miss_the_model
 
 BatchStepFn = Callable[["Trainer", Any], None]
@@ -96,6 +98,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self.model_wo_auto_param_call = model_wo_auto_param_call
         self.train_input_mapping = options.get("train_input_mapping", input_mapping)
         self.train_output_mapping = options.get("train_output_mapping", output_mapping)
+        self._model_summary = bool(options.get("model_summary", True))
+        self._evaluate_mappings = (options.get("evaluate_input_mapping", input_mapping),
+                                   options.get("evaluate_output_mapping", output_mapping))
         # None means the default, as in fastNLP 1.0; evaluation follows use_dist_sampler unless told otherwise.
         self.use_dist_sampler = _default_if_none(options.get("use_dist_sampler"), True)
         self.evaluate_use_dist_sampler = _default_if_none(options.get("evaluate_use_dist_sampler"),
@@ -231,6 +236,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         if self._batch_cap is not None and self.state.num_batches_per_epoch is not None:
             # known before on_train_begin, so callbacks that plan over the run (WarmupCallback) see the cap
             self.state.num_batches_per_epoch = min(self.state.num_batches_per_epoch, self._batch_cap)
+        if self._model_summary and self.driver.comm.is_global_zero():
+            self._log_model_summary()
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
@@ -290,6 +297,30 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
     def stop_training(self) -> None:
         """Ask the loop to stop after the current batch (e.g. early stopping); every rank must ask."""
         self._stop_requested = True
+
+    def _log_model_summary(self) -> None:
+        try:
+            logger.info("Model summary:\n%s", summarize(self.driver.unwrap_model()))
+        except (TypeError, NotImplementedError) as error:  # a backend without a modules part
+            logger.info("No model summary: %s", error)
+
+    def predict(self, dataloader: Any, output_dir: Union[str, Path, None] = None,
+                predict_fn: Optional[str] = None) -> Any:
+        """The model's per-sample outputs over ``dataloader``, in dataset order, on every rank.
+
+        Runs ``predict_fn`` (default: the model's ``predict_step``, else ``evaluate_step``, else its
+        forward) in eval mode without gradients, with the evaluation input/output mappings. Returns
+        a dict of numpy arrays (or one array; ragged outputs as lists of arrays); with
+        ``output_dir``, each rank streams shards there and a
+        :class:`~fastcore_train.controllers.prediction_shards.PredictionShards` reader is returned.
+        See the Inference page of the docs.
+        """
+        input_mapping, output_mapping = self._evaluate_mappings
+        predictor = Predictor(self.driver, predict_fn, input_mapping, output_mapping, self.model_wo_auto_param_call)
+        with self._rng_preserved():
+            predictions = predictor.run(dataloader, output_dir)
+        self.driver.set_model_mode("train")
+        return predictions
 
     def run_evaluate(self) -> dict[str, Any]:
         """Evaluate now (firing the evaluate events) and return the flat results."""

@@ -73,3 +73,7 @@ class DataAdapter:
     def to_numeric(self, value: Any) -> Any:
         """A tensor (or nested container of them) as python numbers, for logs and results."""
         return value
+
+    def to_numpy(self, value: Any) -> Any:
+        """A tensor (or nested container of them) as numpy arrays on the host, for predictions."""
+        return value

@@ -99,10 +99,17 @@ def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]
     Returns ``(dataloader, split)``; ``split`` is False when the loader could not be divided, in
     which case every rank evaluates all of it and results need no cross-rank aggregation.
     """
+    share = unrepeated_share(driver, dataloader)
+    return (dataloader, False) if share is None else (share[0], True)
+
+
+def unrepeated_share(driver: Any, dataloader: Any) -> Optional[tuple[Any, list[int]]]:
+    """This rank's share of ``dataloader`` in dataset order, and the dataset indices it serves (in
+    the order it serves them); None when the loader cannot take another batch sampler."""
     args = driver.data.dataloader_args(dataloader)
     if args is None or not args.default_batching or not args.batch_size:
-        return dataloader, False
+        return None
     sampler = UnrepeatedSequentialSampler(args.dataset)
     sampler.set_distributed(driver.comm.world_size, driver.comm.rank)
     batches = BatchedIndices(sampler, args.batch_size, drop_last=False)
-    return driver.data.replace_batch_sampler(dataloader, batches), True
+    return driver.data.replace_batch_sampler(dataloader, batches), list(sampler)

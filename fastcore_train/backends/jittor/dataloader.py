@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 from jittor.dataset import Dataset
 
-from fastcore_train.backends.jittor.tensors import to_numeric
+from fastcore_train.backends.jittor.tensors import to_numeric, to_numpy
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -102,3 +102,4 @@ class JittorData(DataAdapter):
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     to_numeric = staticmethod(to_numeric)
+    to_numpy = staticmethod(to_numpy)

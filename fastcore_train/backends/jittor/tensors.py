@@ -16,3 +16,8 @@ def _var_to_numeric(var: jt.Var) -> Any:
 def to_numeric(data: Any) -> Any:
     """Vars (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
     return map_tensors(data, jt.Var, _var_to_numeric, keep_mapping_type=False)
+
+
+def to_numpy(data: Any) -> Any:
+    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
+    return map_tensors(data, jt.Var, lambda var: var.numpy(), keep_mapping_type=False)

@@ -25,3 +25,8 @@ def _tensor_to_numeric(tensor: flow.Tensor) -> Any:
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: scalars via ``item()``, others via ``tolist()``."""
     return map_tensors(data, flow.Tensor, _tensor_to_numeric, keep_mapping_type=False)
+
+
+def to_numpy(data: Any) -> Any:
+    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
+    return map_tensors(data, flow.Tensor, lambda tensor: tensor.detach().cpu().numpy(), keep_mapping_type=False)

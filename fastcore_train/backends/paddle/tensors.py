@@ -22,3 +22,8 @@ def _tensor_to_numeric(tensor: paddle.Tensor) -> Any:
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
     return map_tensors(data, paddle.Tensor, _tensor_to_numeric, keep_mapping_type=False)
+
+
+def to_numpy(data: Any) -> Any:
+    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
+    return map_tensors(data, paddle.Tensor, lambda tensor: tensor.numpy(), keep_mapping_type=False)

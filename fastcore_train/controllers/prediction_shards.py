@@ -1,0 +1,114 @@
+"""Predictions streamed to disk: each rank writes one ``.npz`` shard per batch, a reader merges them.
+
+For outputs too large to hold, ``predict(..., output_dir=...)`` writes every batch as soon as it is
+predicted (``predictions-rank<r>-<k>.npz``: the dataset indices of its rows and one array per output,
+or one array per sample for ragged outputs), so no rank keeps more than one batch. The files are
+plain numpy archives read with ``allow_pickle=False``: reading them runs no code.
+:class:`PredictionShards` reads them back in dataset order, a shard per rank at a time.
+"""
+from __future__ import annotations
+
+import heapq
+import os
+from collections.abc import Iterable, Iterator, Mapping
+from pathlib import Path
+from typing import Any, Union
+
+import numpy as np
+
+INDICES = "__indices__"
+SINGLE = "__output__"  # the key of a model output that is one array, not a dict
+_RAGGED = "::"  # ragged outputs are stored one array per sample, as "<key>::<row>"
+_PATTERN = "predictions-rank{rank:05d}-{batch:07d}.npz"
+
+
+class ShardWriter:
+    """Writes this rank's predictions, one shard per batch, each published atomically."""
+
+    def __init__(self, folder: Union[str, Path], rank: int) -> None:
+        self.folder, self.rank, self.batches = Path(folder), rank, 0
+        if self.folder.exists() and not self.folder.is_dir():
+            raise NotADirectoryError(f"predict(output_dir={str(folder)!r}): that path is a file; give a folder.")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        if any(self.folder.glob(f"predictions-rank{rank:05d}-*.npz")):
+            raise FileExistsError(f"predict(output_dir={str(folder)!r}) already holds predictions of rank {rank}; "
+                                  "give an empty folder (existing shards are never overwritten or deleted).")
+
+    def write(self, indices: list[int], rows: list[Any]) -> None:
+        arrays: dict[str, np.ndarray] = {INDICES: np.asarray(indices, dtype=np.int64)}
+        columns = [(key, [row[key] for row in rows]) for key in rows[0]] if rows and isinstance(rows[0], Mapping) \
+            else [(SINGLE, rows)]
+        for key, values in columns:
+            items = [np.asarray(value) for value in values]
+            if len({(item.shape, item.dtype) for item in items}) <= 1 and (not items or items[0].dtype != object):
+                arrays[key] = np.stack(items) if items else np.empty((0,))
+            else:  # ragged: one array per sample
+                arrays.update({f"{key}{_RAGGED}{i}": item for i, item in enumerate(items)})
+        target = self.folder / _PATTERN.format(rank=self.rank, batch=self.batches)
+        temporary = target.with_name(f".{target.name}.tmp-{os.getpid()}")
+        with open(temporary, "wb") as handle:
+            np.savez(handle, **arrays)
+        os.replace(temporary, target)
+        self.batches += 1
+
+    def close(self) -> None:
+        """Nothing is held open; kept so the caller can say where writing ends."""
+
+
+def _read_shard(path: Path) -> tuple[np.ndarray, list[Any]]:
+    """A shard's indices and its rows (dicts for dict outputs, arrays otherwise)."""
+    with np.load(path, allow_pickle=False) as archive:
+        indices = archive[INDICES]
+        count = len(indices)
+        columns: dict[str, list[Any]] = {}
+        for name in archive.files:
+            if name == INDICES:
+                continue
+            key, _, position = name.rpartition(_RAGGED) if _RAGGED in name else (name, "", "")
+            if position:
+                columns.setdefault(key, [None] * count)[int(position)] = archive[name]
+            else:
+                columns[key] = list(archive[name])
+    if set(columns) == {SINGLE}:
+        return indices, columns[SINGLE]
+    return indices, [{key: values[i] for key, values in columns.items()} for i in range(count)]
+
+
+class PredictionShards:
+    """The predictions written under ``folder`` by ``ranks``, read back in dataset order.
+
+    Iterating yields one row (a dict of arrays, or an array) per sample in dataset order, holding
+    one shard per rank at a time; :meth:`load` assembles everything in memory, exactly what
+    ``predict`` without ``output_dir`` returns.
+    """
+
+    def __init__(self, folder: Union[str, Path], ranks: Iterable[int] = (0,)) -> None:
+        self.folder = Path(folder)
+        self.ranks = list(ranks)
+        self.files = {rank: sorted(self.folder.glob(f"predictions-rank{rank:05d}-*.npz")) for rank in self.ranks}
+
+    def __len__(self) -> int:
+        total = 0
+        for files in self.files.values():
+            for path in files:
+                with np.load(path, allow_pickle=False) as archive:
+                    total += len(archive[INDICES])
+        return total
+
+    def _rank_rows(self, rank: int) -> Iterator[tuple[int, Any]]:
+        for path in self.files[rank]:
+            indices, rows = _read_shard(path)
+            yield from zip(indices.tolist(), rows)
+
+    def __iter__(self) -> Iterator[Any]:
+        merged = heapq.merge(*(self._rank_rows(rank) for rank in self.ranks), key=lambda pair: pair[0])
+        return (row for _, row in merged)
+
+    def load(self) -> Any:
+        """Every prediction in memory, as ``predict`` without ``output_dir`` returns them."""
+        from fastcore_train.controllers.predict import assemble
+
+        return assemble(list(self))
+
+    def __repr__(self) -> str:
+        return f"PredictionShards({str(self.folder)!r}, ranks={self.ranks})"

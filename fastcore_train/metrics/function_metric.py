@@ -1,0 +1,74 @@
+"""A plain function as a metric: ``metrics={"f1": my_fn}`` with ``my_fn(preds, labels) -> dict``.
+
+As the transformers Trainer's ``compute_metrics``: the function sees every prediction and label of
+the evaluation at once (numpy arrays, ``pred`` and ``target`` of the outputs and the batch), so it
+can compute what does not decompose into per-batch sums (F1 over rare classes, AUC, BLEU). In data
+parallel each rank evaluates a disjoint share; the shares are gathered and put back in dataset
+order before the function runs, so 2 ranks give what one process gives.
+"""
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from fastcore_train.metrics.adapters import MetricAdapter
+from fastcore_train.metrics.element_ops import Gather
+
+__all__ = ["FunctionMetric", "is_metric_function"]
+
+
+def is_metric_function(metric: Any) -> bool:
+    """A callable that is not a metric object (no ``update``): a function of (preds, labels)."""
+    return callable(metric) and not hasattr(metric, "update") and not isinstance(metric, type)
+
+
+def interleave(shares: list[list[Any]]) -> list[Any]:
+    """Rank shares of an evaluation split as ``dataset[rank::world_size]`` (the unrepeated
+    sequential sampler), merged back into dataset order."""
+    total = sum(len(share) for share in shares)
+    return [shares[i % len(shares)][i // len(shares)] for i in range(total)]
+
+
+class FunctionMetric(MetricAdapter):
+    """Collects ``pred`` and ``target`` per sample as numpy; calls the function at ``get_metric``."""
+
+    def __init__(self, name: str, fn: Callable[[Any, Any], Any], to_numpy: Callable[[Any], Any]) -> None:
+        super().__init__(fn, self.update)
+        self.name, self.fn, self.to_numpy = name, fn, to_numpy
+        self.preds: list[np.ndarray] = []
+        self.labels: list[np.ndarray] = []
+
+    def update(self, pred: Any, target: Any) -> None:
+        self.preds.extend(np.asarray(self.to_numpy(pred)))
+        self.labels.extend(np.asarray(self.to_numpy(target)))
+
+    def reset(self, gathering: bool) -> None:
+        self.preds, self.labels = [], []
+
+    def get_metric(self, all_gather_object: Optional[Gather]) -> Any:
+        preds, labels = self.preds, self.labels
+        if all_gather_object is not None:
+            shares = all_gather_object((preds, labels))
+            preds = interleave([share[0] for share in shares])
+            labels = interleave([share[1] for share in shares])
+        values = self.fn(_stack(preds), _stack(labels))
+        if not isinstance(values, Mapping):
+            raise TypeError(f"metrics[{self.name!r}] is a function that returned a {type(values).__name__}; a metric "
+                            "function must return a dict {name: number}, e.g. {'f1': 0.8}.")
+        return {str(key): _number(value) for key, value in values.items()}
+
+
+def _stack(rows: list[np.ndarray]) -> Any:
+    if not rows:
+        return np.empty((0,))
+    if len({row.shape for row in rows}) == 1:
+        return np.stack(rows)
+    return rows  # ragged (e.g. sequences of different lengths): one array per sample
+
+
+def _number(value: Any) -> Any:
+    if isinstance(value, np.generic) or (isinstance(value, np.ndarray) and value.ndim == 0):
+        return value.item()
+    return value

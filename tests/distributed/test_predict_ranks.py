@@ -1,0 +1,34 @@
+"""Predictions and metric functions on 2 real ranks equal one process, for every backend: every
+sample once, in dataset order (no padding of the distributed sampler), streamed shards too."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.conformance.harnesses.base import initial_weights, make_data, numpy_logits
+from tests.distributed.launchers import BACKENDS, run_job
+
+pytestmark = pytest.mark.distributed
+
+JOB = Path(__file__).parent / "jobs" / "predict_job.py"
+SAMPLES = 37  # odd: the two ranks predict 19 and 18 samples
+
+
+def test_predictions_on_two_ranks_equal_one_process_in_dataset_order(backend_name, tmp_path):
+    backend = BACKENDS[backend_name]
+    done = run_job(backend, JOB, {"out": str(tmp_path), "samples": SAMPLES})
+    assert done.returncode == 0, (done.stderr[-4000:], backend.launcher_logs(tmp_path)[-4000:])
+    x, y = make_data(SAMPLES, seed=9)
+    expected = numpy_logits(initial_weights(), x)
+    checksum = int(sum((i + 1) * int(label) for i, label in enumerate(y)))
+    for rank in range(2):
+        with np.load(tmp_path / f"rank_{rank}.npz") as arrays:
+            assert arrays["pred"].shape == (SAMPLES, 4)
+            np.testing.assert_allclose(arrays["pred"], expected, rtol=1e-4, atol=1e-5)
+            np.testing.assert_array_equal(arrays["streamed"], arrays["pred"])
+        report = json.loads((tmp_path / f"rank_{rank}.json").read_text())
+        assert report["world_size"] == 2 and report["own_shards"] > 0
+        assert report["results"] == {"n#seen": SAMPLES, "checksum#seen": checksum}
