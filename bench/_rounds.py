@@ -59,13 +59,13 @@ def per_round(times: Sequence[float], base: Sequence[float]) -> list[float]:
 
 def print_table(walls: dict[str, list[float]], cpus: dict[str, list[float]], batches: int, base: str = "hand") -> None:
     """Median and min per round, us per batch, and the ratios to ``base`` (wall and CPU)."""
-    print(f"  {'contender':<13} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
+    print(f"  {'contender':<16} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
           f"{'cpu vs hand':>12}")
     base_med = statistics.median(walls[base])
     for name in walls:
         med = statistics.median(walls[name])
         cpu = statistics.median(per_round(cpus[name], cpus[base]))
-        print(f"  {name:<13} {1e3 * med:16.1f} {1e3 * min(walls[name]):13.1f} "
+        print(f"  {name:<16} {1e3 * med:16.1f} {1e3 * min(walls[name]):13.1f} "
               f"{1e6 * med / batches:9.1f} {med / base_med:8.3f} {cpu:12.3f}")
     print("  (vs hand: ratio of median wall times; cpu vs hand: median per-round ratio of process CPU time,\n"
           "   which other processes on the machine disturb less)")
@@ -75,7 +75,7 @@ def ratio_line(name: str, walls: dict[str, list[float]], batches: int, base: str
     """Print the per-round ``name/base`` ratio (median, min, max) and return its median."""
     ratios = per_round(walls[name], walls[base])
     extra = 1e6 * (statistics.median(walls[name]) - statistics.median(walls[base])) / batches
-    print(f"  per-round ratio {name + '/' + base + ':':<19} median {statistics.median(ratios):.3f}  "
+    print(f"  per-round ratio {name + '/' + base + ':':<22} median {statistics.median(ratios):.3f}  "
           f"min {min(ratios):.3f}  max {max(ratios):.3f}  {note or f'(~{extra:+.1f} us/batch)'}")
     return statistics.median(ratios)
 

@@ -89,10 +89,10 @@ def measure_import(runs: int) -> dict[str, Any]:
 
 
 def make_trainer_epoch(hands: Any, loader: Any, model: Any, optimizer: Any, progress_bar: Any,
-                       callbacks: Any = ()) -> tuple[Any, Callable[[], None]]:
+                       callbacks: Any = (), **options: Any) -> tuple[Any, Callable[[], None]]:
     from fastcore_train import Trainer
     trainer = Trainer(model=model, train_dataloader=loader, optimizers=optimizer, n_epochs=1,
-                      progress_bar=progress_bar, callbacks=list(callbacks), **hands.TRAINER_KWARGS)
+                      progress_bar=progress_bar, callbacks=list(callbacks), **hands.TRAINER_KWARGS, **options)
 
     def epoch() -> None:
         trainer.state.cur_epoch_idx = 0  # one more epoch on the same Trainer; counters keep going
@@ -214,8 +214,9 @@ def main(argv: Any = None) -> int:
     hands = load(args.backend)
     hands.configure(args.threads)
     loader, model_and_optimizer = hands.build_task(args.batches)
+    extra_trainers: dict[str, dict[str, Any]] = getattr(hands, "EXTRA_TRAINERS", {})
     models = {name: model_and_optimizer() for name in ("hand", "hand-again", "trainer", "trainer+raw",
-                                                      "trainer+rich", "trainer+logs")}
+                                                      "trainer+rich", "trainer+logs", *extra_trainers)}
     hand_loader = loader()
     contenders: dict[str, Callable[[], None]] = {"hand": hands.hand_epoch(hand_loader, *models["hand"])}
     # A second, independent hand loop: its ratio to "hand" is the noise floor of this machine.
@@ -225,6 +226,8 @@ def main(argv: Any = None) -> int:
     assert bare_trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
     assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress"]
     _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
+    for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
+        _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
     if importlib.util.find_spec("tensorboardX") is not None:
         from fastcore_train import CSVLoggerCallback, TensorBoardCallback
         log_folder = tempfile.mkdtemp(prefix="fastcore_bench_logs_")
@@ -252,7 +255,7 @@ def main(argv: Any = None) -> int:
     print()
     control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
     ratio = _rounds.ratio_line("trainer", walls, batches)
-    for name in ("trainer+raw", "trainer+rich", "trainer+logs"):
+    for name in ("trainer+raw", "trainer+rich", "trainer+logs", *extra_trainers):
         if name in walls:
             _rounds.ratio_line(name, walls, batches)
     raw_ratio = statistics.median(_rounds.per_round(walls["trainer+raw"], walls["hand"]))
