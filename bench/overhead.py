@@ -1,10 +1,11 @@
-"""Per-batch overhead of the fastcore_train Trainer against a hand-written torch loop.
+"""Per-batch overhead and peak memory of the fastcore_train Trainer against each framework's own hand loop.
 
-Trains the same MLP (64-256-256-10, SGD, batch 32) on the same pre-generated data, through the
-same kind of torch ``DataLoader``, once with ``Trainer.run`` and once with a plain
-``forward / cross_entropy / backward / step / zero_grad`` loop, in one process. Rounds are
-interleaved (hand, hand-again, trainer, trainer+raw, the order rotating each round) so drift in
-machine speed hits every contender alike; each round is one epoch of ``--batches`` batches.
+For ``--backend`` torch, paddle, jittor or oneflow: trains the same MLP (64-256-256-10, SGD lr
+0.01, batch 32) on the same pre-generated data, through that framework's own loader
+(``bench/hands/<backend>.py``), from the same initial weights, once with ``Trainer.run`` and once
+with the framework's idiomatic ``forward / loss / backward / step / zero_grad`` loop, in one
+process. Rounds are interleaved (the order rotating each round) so drift in machine speed hits
+every contender alike; each round is one epoch of ``--batches`` batches.
 
 Reported:
 
@@ -17,18 +18,19 @@ Reported:
   /dev/null.
 * ``trainer+logs / hand``: the raw bar plus CSV and TensorBoard metric logs (loss every 50
   batches, the default), written to a temporary folder; skipped when tensorboardX is missing.
+* whether every contender ended with bit-identical weights (a fair race);
+* peak RSS of a whole training run (``--rss-epochs`` epochs, fresh process each, ``--rss-runs``
+  times interleaved) of the Trainer against the hand loop;
 * ``import fastcore_train`` in a fresh interpreter (median of ``--import-runs`` runs), and whether
   it loaded any framework (torch, paddle, jittor, oneflow must stay unloaded).
 
-It is a measurement, not a test: it always exits 0 and prints PASS or MISS against the target.
+It is a measurement, not a test: it always exits 0 and prints PASS or MISS against the targets.
 
-    .venv/bin/python bench/overhead.py [--rounds 20] [--batches 300] [--threads 1] [--profile]
+    python bench/overhead.py [--backend torch] [--rounds 20] [--batches 300] [--threads 1] [--profile]
 """
 from __future__ import annotations
 
 import argparse
-import contextlib
-import gc
 import importlib.util
 import json
 import os
@@ -36,7 +38,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, Callable
 
@@ -44,10 +45,14 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench import _rounds  # noqa: E402
+from bench.hands import BACKENDS, BATCH_SIZE, SIZES  # noqa: E402
+
 TARGET = 1.03
-FRAMEWORKS = ("torch", "paddle", "jittor", "oneflow")
-SIZES = (64, 256, 256, 10)
-BATCH_SIZE = 32
+RSS_TARGET = 1.05
+FRAMEWORKS = BACKENDS
+# jittor's settings for a CPU-only machine (see /work/shared/ENVIRONMENT.md); the caller's win.
+_JITTOR_ENV = {"use_mkl": "0", "nvcc_path": "", "FIX_TORCH_ERROR": "0", "log_silent": "1"}
 
 
 # ---------------------------------------------------------------------- import time
@@ -82,75 +87,12 @@ def measure_import(runs: int) -> dict[str, Any]:
             "frameworks": sorted(frameworks), "numpy": numpy_loaded, "modules": modules}
 
 
-# ---------------------------------------------------------------------- the task
-def build_task(batches: int, seed: int = 0):
-    import numpy as np
-    import torch
-    from torch.utils.data import DataLoader, Dataset
 
-    class MLP(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            layers: list[torch.nn.Module] = []
-            for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
-                if i:
-                    layers.append(torch.nn.ReLU())
-                layers.append(torch.nn.Linear(n_in, n_out))
-            self.layers = torch.nn.Sequential(*layers)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layers(x)
-
-        def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-            return {"loss": torch.nn.functional.cross_entropy(self(x), y)}
-
-    class DictDataset(Dataset):
-        """Rows of pre-generated arrays as ``{"x": ..., "y": ...}`` samples (same for both loops)."""
-
-        def __init__(self, x: Any, y: Any) -> None:
-            self.x = torch.from_numpy(x)
-            self.y = torch.from_numpy(y)
-
-        def __len__(self) -> int:
-            return len(self.x)
-
-        def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-            return {"x": self.x[index], "y": self.y[index]}
-
-    rng = np.random.default_rng(seed)
-    n = batches * BATCH_SIZE
-    dataset = DictDataset(rng.standard_normal((n, SIZES[0]), dtype=np.float32),
-                          rng.integers(0, SIZES[-1], size=n, dtype=np.int64))
-
-    def loader() -> DataLoader:
-        return DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False)
-
-    def model_and_optimizer():
-        torch.manual_seed(seed)  # every contender starts from the same weights
-        model = MLP()
-        return model, torch.optim.SGD(model.parameters(), lr=0.01)
-
-    return loader, model_and_optimizer
-
-
-def make_hand_epoch(loader, model, optimizer) -> Callable[[], None]:
-    import torch
-    cross_entropy = torch.nn.functional.cross_entropy
-
-    def epoch() -> None:
-        model.train()
-        for batch in loader:
-            loss = cross_entropy(model(batch["x"]), batch["y"])
-            loss.backward()
-            optimizer.step()
-            optimizer.zero_grad(set_to_none=True)  # what the torch driver does by default
-    return epoch
-
-
-def make_trainer_epoch(loader, model, optimizer, progress_bar, callbacks=()) -> tuple[Any, Callable[[], None]]:
+def make_trainer_epoch(hands: Any, loader: Any, model: Any, optimizer: Any, progress_bar: Any,
+                       callbacks: Any = (), **options: Any) -> tuple[Any, Callable[[], None]]:
     from fastcore_train import Trainer
-    trainer = Trainer(model=model, train_dataloader=loader, optimizers=optimizer, driver="torch",
-                      device="cpu", n_epochs=1, progress_bar=progress_bar, callbacks=list(callbacks))
+    trainer = Trainer(model=model, train_dataloader=loader, optimizers=optimizer, n_epochs=1,
+                      progress_bar=progress_bar, callbacks=list(callbacks), **hands.TRAINER_KWARGS, **options)
 
     def epoch() -> None:
         trainer.state.cur_epoch_idx = 0  # one more epoch on the same Trainer; counters keep going
@@ -158,24 +100,56 @@ def make_trainer_epoch(loader, model, optimizer, progress_bar, callbacks=()) -> 
     return trainer, epoch
 
 
-def timed(fn: Callable[[], None]) -> tuple[float, float]:
-    """Wall seconds and CPU seconds (this process) of ``fn()``, its prints discarded."""
-    gc.collect()
-    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # the raw bar's lines
-        wall, cpu = time.perf_counter(), time.process_time()
-        fn()
-        return time.perf_counter() - wall, time.process_time() - cpu
+def same_weights(hands: Any, a: Any, b: Any) -> bool:
+    import numpy as np
+    return all(np.array_equal(p, q) for p, q in zip(hands.weights(a), hands.weights(b)))
 
 
-def same_weights(a, b) -> bool:
-    import torch
-    return all(torch.equal(p, q) for p, q in zip(a.parameters(), b.parameters()))
+def set_thread_env(backend: str, threads: int) -> None:
+    """Thread counts and framework settings that must be in place before the framework is imported."""
+    for name in ("OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[name] = str(threads)
+    if backend == "jittor":
+        for name, value in _JITTOR_ENV.items():
+            os.environ.setdefault(name, value)
+
+
+# ---------------------------------------------------------------------- peak RSS
+def rss_worker(backend: str, contender: str, batches: int, epochs: int, threads: int) -> int:
+    """One whole training run (hand loop or Trainer) in this fresh process; prints its peak RSS."""
+    from bench.hands import load
+    hands = load(backend)
+    hands.configure(threads)
+    loader, model_and_optimizer = hands.build_task(batches)
+    model, optimizer = model_and_optimizer()
+    if contender == "hand":
+        epoch = hands.hand_epoch(loader(), model, optimizer)
+        for _ in range(epochs):
+            epoch()
+    else:
+        from fastcore_train import Trainer
+        Trainer(model=model, train_dataloader=loader(), optimizers=optimizer, n_epochs=epochs, progress_bar=None,
+                **hands.TRAINER_KWARGS).run(num_eval_sanity_batch=0)
+    hands.finish()
+    _rounds.report_rss()
+    return 0
+
+
+def measure_peak_rss(args: argparse.Namespace) -> dict[str, list[float]]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
+
+    def argv_for(name: str) -> list[str]:
+        return [str(Path(__file__).resolve()), "--backend", args.backend, "--rss-worker", name,
+                "--batches", str(args.batches), "--rss-epochs", str(args.rss_epochs), "--threads", str(args.threads)]
+    return _rounds.measure_rss(argv_for, ["hand", "trainer"], args.rss_runs, env)
 
 
 # ---------------------------------------------------------------------- profile
 def profile_trainer(epoch: Callable[[], None], batches: int, top: int = 25) -> None:
     """cProfile one Trainer epoch; per-batch microseconds by function (profiler overhead included)."""
     import cProfile
+    import contextlib
     import pstats
 
     import fastcore_train
@@ -202,109 +176,99 @@ def profile_trainer(epoch: Callable[[], None], batches: int, top: int = 25) -> N
     print(f"  (* = fastcore_train code; its self time totals {1e6 * own / batches:.1f} us/batch under the profiler)")
 
 
+
 # ---------------------------------------------------------------------- main
-def main(argv: Any = None) -> int:
+def parse_args(argv: Any) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=BACKENDS, default="torch", help="framework (default torch)")
     parser.add_argument("--rounds", type=int, default=20, help="interleaved timed rounds (default 20)")
     parser.add_argument("--batches", type=int, default=300, help="batches per round = one epoch (default 300)")
-    parser.add_argument("--threads", type=int, default=1, help="torch.set_num_threads (default 1)")
+    parser.add_argument("--threads", type=int, default=1, help="framework compute threads (default 1)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up epochs per contender (default 2)")
     parser.add_argument("--import-runs", type=int, default=5, help="fresh interpreters for the import time (default 5)")
+    parser.add_argument("--rss-runs", type=int, default=3,
+                        help="fresh processes per side for peak RSS, 0 to skip (default 3)")
+    parser.add_argument("--rss-epochs", type=int, default=3, help="epochs of each peak-RSS run (default 3)")
     parser.add_argument("--profile", action="store_true", help="also cProfile one Trainer epoch")
+    parser.add_argument("--rss-worker", choices=("hand", "trainer"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for name in ("rounds", "batches", "threads", "import_runs"):
+    for name in ("rounds", "batches", "threads", "import_runs", "rss_epochs"):
         if getattr(args, name) < 1:
             parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.warmup < 0:
-        parser.error("--warmup must be >= 0")
+    if args.warmup < 0 or args.rss_runs < 0:
+        parser.error("--warmup and --rss-runs must be >= 0")
+    return args
 
-    # Import time first, before this process has loaded anything.
+
+def main(argv: Any = None) -> int:
+    args = parse_args(argv)
+    set_thread_env(args.backend, args.threads)
+    if args.rss_worker:
+        return rss_worker(args.backend, args.rss_worker, args.batches, args.rss_epochs, args.threads)
+
+    # Import time and peak RSS first, in fresh processes, before this one has loaded a framework.
     imp = measure_import(args.import_runs)
+    peaks = measure_peak_rss(args) if args.rss_runs else {}
 
-    import torch
-    torch.set_num_threads(args.threads)
-
-    loader, model_and_optimizer = build_task(args.batches)
-    hand_model, hand_opt = model_and_optimizer()
-    control_model, control_opt = model_and_optimizer()
-    bare_model, bare_opt = model_and_optimizer()
-    raw_model, raw_opt = model_and_optimizer()
-    rich_model, rich_opt = model_and_optimizer()
-    logs_model, logs_opt = model_and_optimizer()
+    from bench.hands import load
+    hands = load(args.backend)
+    hands.configure(args.threads)
+    loader, model_and_optimizer = hands.build_task(args.batches)
+    extra_trainers: dict[str, dict[str, Any]] = getattr(hands, "EXTRA_TRAINERS", {})
+    models = {name: model_and_optimizer() for name in ("hand", "hand-again", "trainer", "trainer+raw",
+                                                      "trainer+rich", "trainer+logs", *extra_trainers)}
     hand_loader = loader()
-    contenders: dict[str, Callable[[], None]] = {"hand": make_hand_epoch(hand_loader, hand_model, hand_opt)}
+    contenders: dict[str, Callable[[], None]] = {"hand": hands.hand_epoch(hand_loader, *models["hand"])}
     # A second, independent hand loop: its ratio to "hand" is the noise floor of this machine.
-    contenders["hand-again"] = make_hand_epoch(loader(), control_model, control_opt)
-    bare_trainer, contenders["trainer"] = make_trainer_epoch(loader(), bare_model, bare_opt, None)
-    raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(loader(), raw_model, raw_opt, "raw")
+    contenders["hand-again"] = hands.hand_epoch(loader(), *models["hand-again"])
+    bare_trainer, contenders["trainer"] = make_trainer_epoch(hands, loader(), *models["trainer"], None)
+    raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(hands, loader(), *models["trainer+raw"], "raw")
     assert bare_trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
     assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress"]
-    _, contenders["trainer+rich"] = make_trainer_epoch(loader(), rich_model, rich_opt, "rich")
-    others = [control_model, bare_model, raw_model, rich_model]
+    _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
+    for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
+        _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
     if importlib.util.find_spec("tensorboardX") is not None:
         from fastcore_train import CSVLoggerCallback, TensorBoardCallback
         log_folder = tempfile.mkdtemp(prefix="fastcore_bench_logs_")
         _, contenders["trainer+logs"] = make_trainer_epoch(
-            loader(), logs_model, logs_opt, "raw", [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
-        others.append(logs_model)
+            hands, loader(), *models["trainer+logs"], "raw",
+            [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
 
-    for _ in range(args.warmup):
-        for epoch in contenders.values():
-            timed(epoch)
+    walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
-    fair = all(same_weights(hand_model, model) for model in others)
+    unequal = [name for name in contenders if not same_weights(hands, models["hand"][0], models[name][0])]
+    fair = "trainer" not in unequal and "hand-again" not in unequal
+    note = getattr(hands, "ROUNDING_NOTE", "")
+    batches = args.batches
 
-    names = list(contenders)
-    times: dict[str, list[float]] = {name: [] for name in names}
-    cpu_times: dict[str, list[float]] = {name: [] for name in names}
-    for r in range(args.rounds):
-        order = names[r % len(names):] + names[:r % len(names)]
-        if r % 2:
-            order.reverse()
-        for name in order:
-            wall, cpu = timed(contenders[name])
-            times[name].append(wall)
-            cpu_times[name].append(cpu)
-    fair = fair and all(same_weights(hand_model, model) for model in others)
-
-    ratio = [t / h for t, h in zip(times["trainer"], times["hand"])]
-    control_ratio = [t / h for t, h in zip(times["hand-again"], times["hand"])]
-    raw_ratio = [t / h for t, h in zip(times["trainer+raw"], times["hand"])]
-    n_batches = args.batches
-
-    print(f"fastcore_train overhead: MLP {'-'.join(map(str, SIZES))}, batch {BATCH_SIZE}, SGD, "
-          f"{n_batches} batches/round, {args.rounds} rounds, torch {torch.__version__}, "
-          f"threads {torch.get_num_threads()}, python {sys.version.split()[0]}")
-    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}; "
-          f"hand loader's batch sampler: {type(getattr(hand_loader, 'batch_sampler', None)).__name__}, "
-          f"Trainer's: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
+    print(f"fastcore_train overhead ({args.backend}): MLP {'-'.join(map(str, SIZES))}, batch {BATCH_SIZE}, SGD, "
+          f"{batches} batches/round, {args.rounds} rounds, {args.backend} {hands.version()}, "
+          f"threads {args.threads}, python {sys.version.split()[0]}")
+    print(f"identical weights after training (fair race): {'yes' if fair else 'NO'}"
+          f"{'; differ from hand: ' + ', '.join(unequal) if unequal else ''}{' (' + note + ')' if unequal and note else ''}; "
+          f"hand loader: {type(hand_loader).__name__} "
+          f"(batch sampler {type(getattr(hand_loader, 'batch_sampler', None)).__name__}), "
+          f"Trainer's batch sampler: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
     print()
-    print(f"  {'contender':<12} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
-          f"{'cpu vs hand':>12}")
-    hand_med = statistics.median(times["hand"])
-    for name in names:
-        med = statistics.median(times[name])
-        cpu = statistics.median([c / h for c, h in zip(cpu_times[name], cpu_times["hand"])])
-        print(f"  {name:<12} {1e3 * med:16.1f} {1e3 * min(times[name]):13.1f} "
-              f"{1e6 * med / n_batches:9.1f} {med / hand_med:8.3f} {cpu:12.3f}")
-    print("  (vs hand: ratio of median wall times; cpu vs hand: median per-round ratio of process CPU time,\n"
-          "   which other processes on the machine disturb less)")
+    _rounds.print_table(walls, cpus, batches)
     print()
-    extra = 1e6 * (statistics.median(times["trainer"]) - hand_med) / n_batches
-    extra_raw = 1e6 * (statistics.median(times["trainer+raw"]) - hand_med) / n_batches
-    print(f"  per-round ratio hand-again/hand:  median {statistics.median(control_ratio):.3f}  "
-          f"min {min(control_ratio):.3f}  max {max(control_ratio):.3f}  (A/A control: the noise floor)")
-    print(f"  per-round ratio trainer/hand:     median {statistics.median(ratio):.3f}  "
-          f"min {min(ratio):.3f}  max {max(ratio):.3f}  (~{extra:+.1f} us/batch)")
-    print(f"  per-round ratio trainer+raw/hand: median {statistics.median(raw_ratio):.3f}  "
-          f"min {min(raw_ratio):.3f}  max {max(raw_ratio):.3f}  (~{extra_raw:+.1f} us/batch)")
-    for name in ("trainer+rich", "trainer+logs"):
-        if name in times:
-            per_round = [t / h for t, h in zip(times[name], times["hand"])]
-            extra_name = 1e6 * (statistics.median(times[name]) - hand_med) / n_batches
-            print(f"  per-round ratio {name + '/hand:':<17} median {statistics.median(per_round):.3f}  "
-                  f"min {min(per_round):.3f}  max {max(per_round):.3f}  (~{extra_name:+.1f} us/batch)")
+    control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
+    ratio = _rounds.ratio_line("trainer", walls, batches)
+    for name in ("trainer+raw", "trainer+rich", "trainer+logs", *extra_trainers):
+        if name in walls:
+            _rounds.ratio_line(name, walls, batches)
+    raw_ratio = statistics.median(_rounds.per_round(walls["trainer+raw"], walls["hand"]))
     print()
+    rss_ratio = None
+    if peaks:
+        hand_rss, trainer_rss = statistics.median(peaks["hand"]), statistics.median(peaks["trainer"])
+        rss_ratio = trainer_rss / hand_rss
+        print(f"peak RSS of a {args.rss_epochs}-epoch run (median of {args.rss_runs} fresh processes each): "
+              f"hand {hand_rss:.1f} MiB, trainer {trainer_rss:.1f} MiB, "
+              f"{trainer_rss - hand_rss:+.1f} MiB ({100 * (rss_ratio - 1):+.1f}%); "
+              f"runs: hand {', '.join(f'{p:.1f}' for p in peaks['hand'])}; "
+              f"trainer {', '.join(f'{p:.1f}' for p in peaks['trainer'])}")
     loaded = ", ".join(imp["frameworks"]) or "none"
     print(f"import fastcore_train: median {imp['median_ms']:.1f} ms, min {imp['min_ms']:.1f} ms "
           f"over {args.import_runs} fresh interpreters; {imp['modules']} modules in sys.modules; "
@@ -312,15 +276,18 @@ def main(argv: Any = None) -> int:
           f"{'' if not imp['numpy'] else ' (numpy loaded)'}")
 
     if args.profile:
-        profile_trainer(contenders["trainer"], n_batches)
+        profile_trainer(contenders["trainer"], batches)
 
-    median_ratio = statistics.median(ratio)
-    median_raw = statistics.median(raw_ratio)
     print()
-    print(f"overhead ratio with progress_bar='raw' (median of {args.rounds} rounds): {median_raw:.3f}  "
-          f"target <= {TARGET:.2f}  {'PASS' if median_raw <= TARGET else 'MISS'}")
-    print(f"overhead ratio (median of {args.rounds} rounds): {median_ratio:.3f}  target <= {TARGET:.2f}  "
-          f"{'PASS' if median_ratio <= TARGET else 'MISS'}")
+    print(f"A/A control hand-again/hand (median of {args.rounds} rounds): {control:.3f}")
+    print(f"overhead ratio with progress_bar='raw' (median of {args.rounds} rounds): {raw_ratio:.3f}  "
+          f"target <= {TARGET:.2f}  {'PASS' if raw_ratio <= TARGET else 'MISS'}")
+    print(f"overhead ratio (median of {args.rounds} rounds): {ratio:.3f}  target <= {TARGET:.2f}  "
+          f"{'PASS' if ratio <= TARGET else 'MISS'}")
+    if rss_ratio is not None:
+        print(f"peak RSS ratio trainer/hand: {rss_ratio:.3f}  target <= {RSS_TARGET:.2f}  "
+              f"{'PASS' if rss_ratio <= RSS_TARGET else 'MISS'}")
+    print(f"bit-identical weights (trainer vs hand): {'yes' if fair else 'NO'}")
     return 0
 
 

@@ -6,6 +6,12 @@ and ``dropout`` draw from (restoring a saved state does not repeat the draws), a
 reseeds every generator (the default ones via ``flow.manual_seed``, and each module's own) after
 every training backward from ``(base seed, number of backwards)``. That pair is the whole random
 state: a resumed run reseeds from it and continues exactly as an uninterrupted run.
+
+The price: ``manual_seed`` waits for every queued op to finish (oneflow runs ops asynchronously),
+so reseeding after each backward stops the host from running ahead of the kernels. A model that
+draws no random numbers while training does not need it: ``oneflow_kwargs={"reseed": "on_load"}``
+reseeds only when a random state is loaded (resume, and after evaluation), which is exact for such
+a model and inexact for one that draws (dropout, noise).
 """
 from __future__ import annotations
 
@@ -15,6 +21,7 @@ import numpy as np
 import oneflow as flow
 
 SCHEME = "fastcore_train.oneflow.reseed-per-backward.v1"
+RESEED_MODES = ("every_backward", "on_load")
 
 
 def module_generators(model: flow.nn.Module) -> list[Any]:
@@ -27,11 +34,28 @@ def module_generators(model: flow.nn.Module) -> list[Any]:
     return found
 
 
+def drawing_modules(model: flow.nn.Module) -> list[str]:
+    """Names of the modules that own a generator and draw from it (``nn.Dropout`` with ``p > 0``)."""
+    return [name for name, module in model.named_modules()
+            if isinstance(getattr(module, "generator", None), flow._oneflow_internal.Generator)
+            and getattr(module, "p", 1) != 0]
+
+
+def check_reseed_mode(mode: Any) -> bool:
+    """``oneflow_kwargs["reseed"]`` checked; True when it reseeds after every backward."""
+    if mode not in RESEED_MODES:
+        raise ValueError(f"oneflow_kwargs['reseed']={mode!r}: use 'every_backward' (the default: exact resume for "
+                         "any model) or 'on_load' (no per-step cost; exact only for a model that draws no random "
+                         "numbers while training).")
+    return mode == "every_backward"
+
+
 class Reseeder:
     """Derives every generator's seed from ``(base, count)`` and advances ``count`` per backward."""
 
-    def __init__(self, base: int) -> None:
+    def __init__(self, base: int, every_backward: bool = True) -> None:
         self.base = int(base)
+        self.every_backward = every_backward
         self.count = 0
         self.generators: list[Any] = []
 
@@ -44,7 +68,8 @@ class Reseeder:
 
     def advance(self) -> None:
         self.count += 1
-        self.reseed()
+        if self.every_backward:
+            self.reseed()
 
     def state(self) -> dict[str, Any]:
         return {"scheme": SCHEME, "base": self.base, "count": self.count}

@@ -8,11 +8,12 @@ import oneflow as flow
 from fastcore_train.backends.oneflow.dataloader import OneflowData
 from fastcore_train.backends.oneflow.persistence import OneflowPersistence
 from fastcore_train.backends.oneflow.precision import OneflowPrecision
-from fastcore_train.backends.oneflow.rng import Reseeder, module_generators
+from fastcore_train.backends.oneflow.rng import Reseeder, check_reseed_mode, drawing_modules, module_generators
 from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.log import logger
 
-_ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype"}
+_ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype", "reseed"}
 
 
 
@@ -51,9 +52,10 @@ class OneflowSingleDriver(Driver):
     autocast is disabled on CPU, so there the run trains in float32 (with a warning); see
     :class:`~fastcore_train.backends.oneflow.precision.OneflowPrecision`.
     ``oneflow_kwargs``: ``set_grad_to_none`` (default False, oneflow's default),
-    ``gradscaler_kwargs`` (passed to ``oneflow.amp.GradScaler``), ``autocast_dtype``.
+    ``gradscaler_kwargs`` (passed to ``oneflow.amp.GradScaler``), ``autocast_dtype``, ``reseed``.
     Random state: see :mod:`fastcore_train.backends.oneflow.rng` (generators are reseeded after
-    every training backward, so that a resumed run is exact).
+    every training backward, so that a resumed run is exact; ``reseed="on_load"`` skips that for a
+    model that draws no random numbers).
     """
 
     backend = "oneflow"
@@ -71,6 +73,7 @@ class OneflowSingleDriver(Driver):
         self._set_grad_to_none = bool(oneflow_kwargs.get("set_grad_to_none", False))
         self.precision: OneflowPrecision = OneflowPrecision(self._device, fp16, oneflow_kwargs.get("gradscaler_kwargs"),
                                                             oneflow_kwargs.get("autocast_dtype", flow.float16))
+        self._reseed_every_backward = check_reseed_mode(oneflow_kwargs.get("reseed", "every_backward"))
         self._reseeder: Optional[Reseeder] = None
 
     def setup(self) -> None:
@@ -82,8 +85,13 @@ class OneflowSingleDriver(Driver):
     def reseeder(self) -> Reseeder:
         """The per-backward reseeder of oneflow's generators (see ``rng.py``), built on first use."""
         if self._reseeder is None:
-            self._reseeder = Reseeder(flow.default_generator.initial_seed())
+            self._reseeder = Reseeder(flow.default_generator.initial_seed(), self._reseed_every_backward)
             self._reseeder.generators = module_generators(self.unwrap_model())
+            drawing = [] if self._reseed_every_backward else drawing_modules(self.unwrap_model())
+            if drawing:
+                logger.warning("oneflow_kwargs={'reseed': 'on_load'} but modules of the model draw random numbers "
+                               "(%s): a resumed run will not repeat their draws; leave 'reseed' at its default "
+                               "for an exact resume.", ", ".join(drawing))
         return self._reseeder
 
     @property

@@ -101,3 +101,50 @@ def test_a_custom_batch_sampler_is_replayed_and_a_subclass_without_batch_sampler
 
     with pytest.raises(TypeError, match="takes no batch_sampler"):
         replace_batch_sampler(Fixed(ArrayDataset(x, y)), custom)
+
+
+def _stop_and_resume(tmp_path, dropout: float, oneflow_kwargs: dict) -> tuple[dict, dict, int]:
+    """Losses and final weights of a straight run and of one stopped at batch 5 and resumed."""
+    from fastcore_train import Event, seed_everything
+    from tests.conformance.helpers import SaveAndStop, StopRun
+    x, y = make_data(40, seed=4)
+    results = []
+    for stop in (None, 5):
+        losses: dict = {}
+        seed_everything(3)
+        runs = [[SaveAndStop(stop, tmp_path / "ckpt")], []] if stop else [[]]
+        for i, callbacks in enumerate(runs):
+            model = HARNESS.make_model(initial_weights(), dropout=dropout)
+            trainer = Trainer(model, HARNESS.make_dataloader(x, y, 8, shuffle=True), HARNESS.make_sgd(model, 0.2),
+                              driver="oneflow", n_epochs=2, progress_bar=None, callbacks=callbacks,
+                              oneflow_kwargs=oneflow_kwargs)
+            trainer.add_callback_fn(Event.on_after_backward(), lambda t: losses.__setitem__(
+                t.global_forward_batches, t.driver.data.to_numeric(t.last_loss)))
+            try:
+                trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "ckpt" if i else None)
+            except StopRun:
+                pass
+        results.append((losses, HARNESS.get_weights(model)))
+    return results[0], results[1], flow.default_generator.initial_seed()
+
+
+def test_reseed_on_load_skips_the_per_step_reseed_and_resumes_a_model_without_randomness_exactly(tmp_path):
+    (straight_losses, straight), (losses, resumed), last_seed = _stop_and_resume(tmp_path, 0.0, {"reseed": "on_load"})
+    assert losses == straight_losses
+    for name in straight:
+        np.testing.assert_array_equal(resumed[name], straight[name])
+    # Only the load at resume reseeded (a per-step reseed would leave the seed of the last backward).
+    driver = create_driver("oneflow", HARNESS.make_model(initial_weights()), oneflow_kwargs={"reseed": "on_load"})
+    driver.setup()
+    base = driver.reseeder().base
+    driver.backward(HARNESS.make_model(initial_weights())(flow.from_numpy(make_data(4)[0])).sum())
+    assert driver.reseeder().count == 1 and flow.default_generator.initial_seed() == base
+
+
+def test_reseed_option_is_checked_and_on_load_warns_for_a_model_with_dropout(caplog):
+    with pytest.raises(ValueError, match="'every_backward'.*'on_load'"):
+        create_driver("oneflow", HARNESS.make_model(initial_weights()), oneflow_kwargs={"reseed": "sometimes"})
+    with caplog.at_level(logging.WARNING, logger="fastcore_train"):
+        create_driver("oneflow", HARNESS.make_model(initial_weights(), dropout=0.3),
+                      oneflow_kwargs={"reseed": "on_load"}).setup()
+    assert "will not repeat their draws" in caplog.text and "dropout" in caplog.text

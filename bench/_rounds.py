@@ -1,0 +1,104 @@
+"""Shared machinery of the benchmarks: interleaved timed rounds, per-round ratios, peak RSS.
+
+Written once for every backend; the framework-specific parts live in ``bench/hands/``.
+"""
+from __future__ import annotations
+
+import contextlib
+import gc
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from typing import Callable, Sequence
+
+Epoch = Callable[[], None]
+
+
+def timed(fn: Epoch, finish: Callable[[], None] = lambda: None) -> tuple[float, float]:
+    """Wall and process-CPU seconds of ``fn()`` plus ``finish()`` (queued work), prints discarded."""
+    gc.collect()
+    with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # the raw bar's lines
+        wall, cpu = time.perf_counter(), time.process_time()
+        fn()
+        finish()
+        return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def interleave(contenders: dict[str, Epoch], rounds: int, warmup: int,
+               finish: Callable[[], None] = lambda: None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+    """Run every contender ``warmup`` untimed then ``rounds`` timed times, interleaved.
+
+    The order rotates each round and reverses every other round, so drift in machine speed hits
+    every contender alike. Returns per-contender lists of wall and CPU seconds, one per round.
+    """
+    for _ in range(warmup):
+        for epoch in contenders.values():
+            timed(epoch, finish)
+    names = list(contenders)
+    walls: dict[str, list[float]] = {name: [] for name in names}
+    cpus: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(rounds):
+        order = names[r % len(names):] + names[:r % len(names)]
+        if r % 2:
+            order.reverse()
+        for name in order:
+            wall, cpu = timed(contenders[name], finish)
+            walls[name].append(wall)
+            cpus[name].append(cpu)
+    return walls, cpus
+
+
+def per_round(times: Sequence[float], base: Sequence[float]) -> list[float]:
+    """``times[i] / base[i]`` for each round (both contenders ran in the same round)."""
+    return [t / b for t, b in zip(times, base)]
+
+
+def print_table(walls: dict[str, list[float]], cpus: dict[str, list[float]], batches: int, base: str = "hand") -> None:
+    """Median and min per round, us per batch, and the ratios to ``base`` (wall and CPU)."""
+    print(f"  {'contender':<16} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
+          f"{'cpu vs hand':>12}")
+    base_med = statistics.median(walls[base])
+    for name in walls:
+        med = statistics.median(walls[name])
+        cpu = statistics.median(per_round(cpus[name], cpus[base]))
+        print(f"  {name:<16} {1e3 * med:16.1f} {1e3 * min(walls[name]):13.1f} "
+              f"{1e6 * med / batches:9.1f} {med / base_med:8.3f} {cpu:12.3f}")
+    print("  (vs hand: ratio of median wall times; cpu vs hand: median per-round ratio of process CPU time,\n"
+          "   which other processes on the machine disturb less)")
+
+
+def ratio_line(name: str, walls: dict[str, list[float]], batches: int, base: str = "hand", note: str = "") -> float:
+    """Print the per-round ``name/base`` ratio (median, min, max) and return its median."""
+    ratios = per_round(walls[name], walls[base])
+    extra = 1e6 * (statistics.median(walls[name]) - statistics.median(walls[base])) / batches
+    print(f"  per-round ratio {name + '/' + base + ':':<22} median {statistics.median(ratios):.3f}  "
+          f"min {min(ratios):.3f}  max {max(ratios):.3f}  {note or f'(~{extra:+.1f} us/batch)'}")
+    return statistics.median(ratios)
+
+
+# ---------------------------------------------------------------------- peak RSS
+def peak_rss_mib() -> float:
+    """This process's peak resident set size so far, MiB (Linux reports ru_maxrss in KiB)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def report_rss() -> None:
+    """Called last in a worker process: its peak RSS as one JSON line on stdout."""
+    print(json.dumps({"peak_rss_mib": peak_rss_mib()}))
+
+
+def measure_rss(argv_for: Callable[[str], list[str]], names: Sequence[str], runs: int,
+                env: dict[str, str]) -> dict[str, list[float]]:
+    """Peak RSS of each named worker, each run in a fresh process, ``runs`` times interleaved."""
+    peaks: dict[str, list[float]] = {name: [] for name in names}
+    for r in range(runs):
+        for name in (names if r % 2 == 0 else list(reversed(names))):
+            done = subprocess.run([sys.executable, *argv_for(name)], capture_output=True, text=True, env=env)
+            if done.returncode != 0:
+                raise RuntimeError(f"RSS worker {name!r} failed ({done.returncode}):\n{done.stderr[-3000:]}")
+            peaks[name].append(json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"])
+    return peaks
