@@ -36,17 +36,20 @@ from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
 from fastcore_train.utils import json_state, safe_pickle
 from fastcore_train.utils.atomic import atomic_path, blocking_file, recover_folder
+from fastcore_train.utils.rank_state import read_rank_state, write_rank_state
 from fastcore_train.version import __version__
 
 #: 2: callback states in JSON. 1: pickled (still read, through the restricted unpickler).
-FORMAT_VERSION = 2
-READABLE_FORMATS = (1, 2)
+FORMAT_VERSION = 3
+READABLE_FORMATS = (1, 2, 3)
 META_FILE = "meta.json"
 TRAINER_STATE_FILE = "trainer_state.json"
 CALLBACK_STATE_FILE = "callback_states.json"
 LEGACY_CALLBACK_STATE_FILE = "callback_states.pkl"
 MODEL_STEM = "model"
 TRAINING_STATE_STEM = "training_state"
+#: Each rank's random state (format 3 on), written by that rank: see utils/rank_state.py.
+RANK_STATE_FILE = "rank_state_{rank:05d}.npz"
 
 
 class CheckpointError(ValueError):
@@ -144,15 +147,16 @@ def write_json(path: Path, data: Any) -> None:
 @contextlib.contextmanager
 def staged_path(target: Path, driver: Driver, make_dir: bool,
                 check_target: Optional[Callable[[Path], None]] = None,
-                finish: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
+                finish: Optional[Callable[[Path], None]] = None, every_rank: bool = False) -> Iterator[Path]:
     """A temporary path that replaces ``target`` atomically on success.
 
     Entered by rank 0 alone, or, for a driver whose saving is collective, by every rank: rank 0
     picks the path and shares it, and renames it into place only after every rank has written.
+    ``every_rank``: every rank enters (each writes a file of its own) whatever the driver.
     ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0;
     ``finish(staging)`` runs on rank 0 once every rank has written, just before the rename.
     """
-    collective = driver.io.collective_save and driver.comm.is_distributed()
+    collective = (every_rank or driver.io.collective_save) and driver.comm.is_distributed()
     is_zero = driver.comm.is_global_zero()
     with atomic_path(target, check_target) if is_zero else contextlib.nullcontext() as staging:
         if is_zero and make_dir:
@@ -179,10 +183,12 @@ def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True,
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
                      callback_states: dict[str, Any], only_state_dict: bool = True,
                      model_save_fn: Optional[Callable[[Path], None]] = None,
-                     extra_json: Optional[dict[str, Any]] = None) -> Path:
+                     extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None) -> Path:
     """Write a complete checkpoint folder atomically.
 
-    Call on rank 0 only, or on every rank when ``driver.io.collective_save``. ``callback_states``
+    Call on every rank: each writes its ``rank_state`` (its random state) to a file of its own;
+    the model and training state are written by rank 0, or by every rank when
+    ``driver.io.collective_save``; the JSON files by rank 0. ``callback_states``
     is what :func:`encode_callback_states` returned. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
     evaluation results a checkpoint was selected by). Raises :class:`CheckpointTargetError`
@@ -200,14 +206,18 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     def write_meta(staging: Path) -> None:  # last, when every rank's files are in place
         write_json(staging / META_FILE, dict(meta, checksums=file_checksums(staging)))
 
+    writes_model = is_zero or driver.io.collective_save
     with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target,
-                     finish=write_meta) as staging:
+                     finish=write_meta, every_rank=True) as staging:
         if model_save_fn is not None:
             if is_zero:
                 model_save_fn(staging)
-        else:
+        elif writes_model:
             driver.io.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
-        driver.io.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.io.model_file_suffix}")
+        if writes_model:
+            driver.io.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.io.model_file_suffix}")
+        if rank_state is not None:
+            write_rank_state(staging / RANK_STATE_FILE.format(rank=driver.comm.rank), rank_state)
         if is_zero:
             write_json(staging / TRAINER_STATE_FILE, trainer_state)
             write_json(staging / CALLBACK_STATE_FILE, callback_states)
@@ -290,6 +300,24 @@ def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
     verify_checksums(folder, meta)
     meta["folder"] = str(folder)
     return meta
+
+
+def read_rank_random_state(folder: Path, meta: dict[str, Any], rank: int, world_size: int) -> Any:
+    """This rank's random state from a checkpoint: its own file, or rank 0's (with a warning) when
+    the checkpoint was written by another number of ranks; None for checkpoints of format < 3
+    (their states are in the trainer state)."""
+    if meta.get("format_version", FORMAT_VERSION) < 3:
+        return None
+    saved_world = int(meta.get("world_size", 1))
+    if saved_world != world_size:
+        logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random streams restart "
+                       "from rank 0's state.", saved_world, world_size)
+        rank = 0
+    path = require_file(folder / RANK_STATE_FILE.format(rank=rank), f"random state of rank {rank}")
+    try:
+        return read_rank_state(path)
+    except (OSError, ValueError, KeyError) as error:
+        raise CheckpointError(f"Cannot read {str(path)!r} ({error}); the checkpoint is damaged.") from error
 
 
 def read_trainer_state(folder: Path) -> dict[str, Any]:

@@ -69,7 +69,8 @@ class PersistenceMixin:
         """Write everything needed to resume exactly into ``folder``, atomically.
 
         Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
-        states, event-filter counters and every rank's RNG states (python, numpy, framework).
+        states, event-filter counters, and each rank's RNG states (python, numpy, framework) in a file
+        written by that rank.
         ``folder`` may be new, empty, or an earlier checkpoint (replaced whole); anything else
         there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
         on every rank, leaving it untouched.
@@ -87,11 +88,11 @@ class PersistenceMixin:
             "state": self.state.state_dict(),
             "sampler": None if sampler is None else sampler.state_dict(num_consumed_batches=consumed),
             "event_filters": self.callback_manager.filter_states(),
-            "rng": self.driver.comm.all_gather_object(self._get_rng_state()),
         }
-        if self.driver.comm.is_global_zero() or self.driver.io.collective_save:
-            ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
-                                  model_save_fn, extra_json)
+        # Every rank writes its own random state (not gathered to rank 0: rank 0's files keep their
+        # size at any world size); the model and the JSON files are written as write_checkpoint says.
+        ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
+                              model_save_fn, extra_json, rank_state=self._get_rng_state())
         self.driver.comm.barrier()
 
     def _warn_open_accumulation_group(self) -> None:
@@ -128,12 +129,15 @@ class PersistenceMixin:
             self.state.load_state_dict(saved["state"])
             self.callback_manager.load_filter_states(saved["event_filters"])
             self._load_sampler_state(saved.get("sampler"))
-            rng_states = saved["rng"]
-            same_world = len(rng_states) == self.driver.comm.world_size
-            self._pending_rng_state = rng_states[self.driver.comm.rank if same_world else 0]
-            if not same_world:
-                logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random "
-                               "streams restart from rank 0's state.", len(rng_states), self.driver.comm.world_size)
+            self._pending_rng_state = ckpt.read_rank_random_state(folder, meta, self.driver.comm.rank,
+                                                                  self.driver.comm.world_size)
+            if self._pending_rng_state is None:  # format 1 and 2: every rank's state in the trainer state
+                rng_states = saved["rng"]
+                same_world = len(rng_states) == self.driver.comm.world_size
+                self._pending_rng_state = rng_states[self.driver.comm.rank if same_world else 0]
+                if not same_world:
+                    logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random streams "
+                                   "restart from rank 0's state.", len(rng_states), self.driver.comm.world_size)
             self.callback_manager.load_callback_states(
                 self, ckpt.read_callback_states(folder, meta["format_version"]))
         self.driver.comm.barrier()

@@ -66,11 +66,12 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     names = sorted(p.name for p in (tmp_path / "ckpt").iterdir())
     suffix = trainer.driver.io.model_file_suffix
     assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json",
-                            "callback_states.json"])
+                            "callback_states.json", "rank_state_00000.npz"])
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
-    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 2
+    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 3
     state = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())
-    assert state["state"]["global_forward_batches"] == 2
+    assert state["state"]["global_forward_batches"] == 2 and "rng" not in state
+    assert (tmp_path / "ckpt" / "rank_state_00000.npz").stat().st_size < 16_000  # compact: ~10 KB
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"], "no temporary folder may be left behind"
 
     # Saving again over it replaces it whole.
@@ -99,3 +100,33 @@ def test_loading_a_damaged_or_foreign_folder_is_a_clear_error(harness, tmp_path)
     shutil.rmtree(model_path) if model_path.is_dir() else model_path.unlink()  # oneflow.save writes a folder
     with pytest.raises(CheckpointError, match="misses its model file"):
         trainer.load_checkpoint(tmp_path / "ckpt")
+
+
+def test_a_format_2_checkpoint_with_every_rank_state_inside_resumes_as_format_3_does(harness, tmp_path):
+    """Before format 3 every rank's random state sat in trainer_state.json; such checkpoints load,
+    and resume exactly as the same checkpoint in format 3 (dropout draws from the random state)."""
+    import hashlib
+
+    from fastcore_train.utils.rank_state import read_rank_state
+
+    x, y = make_data(24)
+    saver = make_trainer(harness, harness.make_model(initial_weights(), dropout=0.3), x, y, n_epochs=1)
+    saver.run(num_eval_sanity_batch=0)
+    new, old = tmp_path / "format3", tmp_path / "format2"
+    saver.save_checkpoint(new)
+    shutil.copytree(new, old)
+    state = json.loads((old / "trainer_state.json").read_text())
+    state["rng"] = [read_rank_state(old / "rank_state_00000.npz")]
+    (old / "trainer_state.json").write_text(json.dumps(state))
+    (old / "rank_state_00000.npz").unlink()
+    meta = json.loads((old / "meta.json").read_text())
+    meta["format_version"] = 2
+    meta["checksums"] = {name: hashlib.sha256((old / name).read_bytes()).hexdigest()
+                         for name in meta["checksums"] if (old / name).is_file()}
+    (old / "meta.json").write_text(json.dumps(meta))
+    weights = []
+    for folder in (new, old):
+        resumed = harness.make_model(initial_weights(seed=5), dropout=0.3)
+        make_trainer(harness, resumed, x, y, n_epochs=3).run(num_eval_sanity_batch=0, resume_from=folder)
+        weights.append(harness.get_weights(resumed))
+    assert_weights_equal(weights[1], weights[0])

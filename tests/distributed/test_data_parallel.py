@@ -141,6 +141,10 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
     common = {"shuffle": True, "batch_size": 4}
     launched(backend, {**common, "out": str(first), "save_at": 3, "save_to": str(checkpoint)}, nproc=saved_with)
     assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == saved_with
+    # each rank wrote its own random state; rank 0's files do not grow with the world size
+    assert sorted(p.name for p in checkpoint.glob("rank_state_*.npz")) == [
+        f"rank_state_{rank:05d}.npz" for rank in range(saved_with)]
+    assert "rng" not in json.loads((checkpoint / "trainer_state.json").read_text())
     launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, nproc=resumed_with)
     seen = Counter()
     for folder, nproc in ((first, saved_with), (second, resumed_with)):

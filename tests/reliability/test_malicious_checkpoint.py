@@ -26,6 +26,7 @@ from fastcore_train.checkpoint import (CALLBACK_STATE_FILE, LEGACY_CALLBACK_STAT
                                        CheckpointChecksumError, CheckpointError, CheckpointStateError,
                                        file_checksums)
 from fastcore_train.utils import json_state
+from fastcore_train.utils.rank_state import read_rank_state
 from fastcore_train.utils.safe_pickle import UnsafePickleError
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, make_trainer
@@ -149,7 +150,7 @@ def test_the_loaders_refuse_a_planted_pickle_when_checksums_do_not_stop_it(harne
                 else:
                     trainer.load_checkpoint(copy)
             assert not marker.exists(), f"loading ran the code planted in {planted}"
-            if planted.suffix == ".json":
+            if planted.suffix in (".json", ".npz"):  # parsed, never unpickled: refused as damaged
                 assert isinstance(raised.value, CheckpointError) and "damaged" in str(raised.value)
             elif not is_raw_tensor_file(copy, planted):
                 assert isinstance(raised.value, UnsafePickleError), raised.value
@@ -201,7 +202,14 @@ def test_callback_states_are_json_and_numpy_values_come_back(harness, saved):
 
 
 def as_format_1(folder, callback_states) -> None:
-    """Rewrite ``folder`` as format 1 wrote it: callback states pickled, then fresh checksums."""
+    """Rewrite ``folder`` as format 1 wrote it: callback states pickled, every rank's random state
+    inside trainer_state.json, then fresh checksums."""
+    rank_file = folder / "rank_state_00000.npz"
+    if rank_file.exists():
+        state = json.loads((folder / "trainer_state.json").read_text())
+        state["rng"] = [read_rank_state(rank_file)]
+        (folder / "trainer_state.json").write_text(json.dumps(state))
+        rank_file.unlink()
     (folder / CALLBACK_STATE_FILE).unlink(missing_ok=True)
     (folder / LEGACY_CALLBACK_STATE_FILE).write_bytes(pickle.dumps(callback_states))
     meta = json.loads((folder / META_FILE).read_text())
