@@ -2,7 +2,7 @@
 containers around them is :func:`fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import jittor as jt
 
@@ -16,3 +16,10 @@ def _var_to_numeric(var: jt.Var) -> Any:
 def to_numeric(data: Any) -> Any:
     """Vars (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
     return map_tensors(data, jt.Var, _var_to_numeric, keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a jt.Var)."""
+    if not isinstance(value, jt.Var):
+        return None
+    return bool(value.requires_grad)

@@ -5,7 +5,7 @@ walks the dicts, lists and tuples around them.
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import oneflow as flow
 
@@ -25,3 +25,10 @@ def _tensor_to_numeric(tensor: flow.Tensor) -> Any:
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: scalars via ``item()``, others via ``tolist()``."""
     return map_tensors(data, flow.Tensor, _tensor_to_numeric, keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a flow.Tensor)."""
+    if not isinstance(value, flow.Tensor):
+        return None
+    return bool(value.requires_grad)

@@ -2,7 +2,7 @@
 into python numbers; the walk through nested containers is :func:`~fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import paddle
 
@@ -22,3 +22,10 @@ def _tensor_to_numeric(tensor: paddle.Tensor) -> Any:
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
     return map_tensors(data, paddle.Tensor, _tensor_to_numeric, keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a paddle.Tensor)."""
+    if not isinstance(value, paddle.Tensor):
+        return None
+    return bool(not value.stop_gradient)

@@ -5,7 +5,7 @@ Only the torch calls for one tensor are here (``to`` with ``non_blocking``, ``it
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -25,3 +25,10 @@ def _tensor_to_numeric(tensor: torch.Tensor) -> Any:
 def to_numeric(data: Any) -> Any:
     """Tensors (nested) as python numbers: scalars via ``item()``, others via ``tolist()``."""
     return map_tensors(data, torch.Tensor, _tensor_to_numeric, keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a torch.Tensor)."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    return bool(value.requires_grad)
