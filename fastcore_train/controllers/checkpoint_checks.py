@@ -29,16 +29,22 @@ def _short(name: str) -> str:
 
 
 def check_optimizer_classes(meta: dict[str, Any], optimizers: Sequence[Any], folder: Path) -> None:
-    """A CheckpointError when the checkpoint's optimizers are of other classes than ``optimizers``.
+    """A CheckpointError when the checkpoint's optimizers are not as many, or not of the same
+    classes, as ``optimizers``.
 
     Classes are compared by name, not module path (a framework moving its optimizer to another
-    module between versions still loads). A checkpoint without the record (older) is not
-    checked; a different number of optimizers is left to the persistence's own count check.
+    module between versions still loads). A checkpoint without the record (older) is not checked
+    here (the persistence still checks the count).
     """
     saved: Optional[list[str]] = meta.get(OPTIMIZERS_KEY)
-    current = optimizer_classes(optimizers)
-    if saved is None or len(saved) != len(current):
+    if saved is None:
         return
+    current = optimizer_classes(optimizers)
+    if len(saved) != len(current):
+        raise CheckpointError(
+            f"Checkpoint {str(folder)!r} holds the state of {len(saved)} optimizer(s) ({', '.join(saved)}), but "
+            f"this trainer has {len(current)} ({', '.join(current)}); nothing was loaded. Pass the same "
+            f"optimizers as when it was saved, or load only its weights with trainer.load_model({str(folder)!r}).")
     for index, (was, now) in enumerate(zip(saved, current)):
         if _short(was) != _short(now):
             which = f"optimizer #{index}" if len(current) > 1 else "optimizer"

@@ -170,6 +170,17 @@ def test_a_checkpoint_of_another_optimizer_type_is_refused_before_loading(harnes
     assert trainer.global_forward_batches == 4
 
 
+def test_a_checkpoint_of_another_number_of_optimizers_is_refused_before_loading(harness, sgd_checkpoint):
+    _, folder = sgd_checkpoint
+    model = harness.make_model(initial_weights(seed=5))
+    trainer = build(harness, model=model, optimizers=[harness.make_sgd(model, 0.1), harness.make_sgd(model, 0.1)])
+    before = harness.get_weights(model)
+    with pytest.raises(CheckpointError, match=r"holds the state of 1 optimizer\(s\) \([\w.]*SGD\), but this trainer "
+                                              r"has 2 .*nothing was loaded"):
+        trainer.load_checkpoint(folder)
+    assert_weights_equal(harness.get_weights(model), before)
+
+
 def test_a_checkpoint_without_the_record_is_not_checked(harness, sgd_checkpoint):
     _, folder = sgd_checkpoint
     meta = json.loads((folder / META_FILE).read_text())
