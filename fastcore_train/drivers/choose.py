@@ -62,6 +62,6 @@ def _check_model_framework(model: Any, driver_name: str, entry: BackendEntry) ->
     raise ValueError(
         f"driver={driver_name!r} trains {entry.framework_module} models, but the model "
         f"({type(model).__qualname__}) is a {found} model. Pass driver={suggestion} (or driver='auto', "
-        f"which picks the driver from the model), or a {entry.framework_module} model. "
+        f"which picks the driver from the model), or a model of {entry.framework_module}. "
         f"Available drivers: {', '.join(available_driver_names())}."
     )
