@@ -183,7 +183,8 @@ def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True,
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
                      callback_states: dict[str, Any], only_state_dict: bool = True,
                      model_save_fn: Optional[Callable[[Path], None]] = None,
-                     extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None) -> Path:
+                     extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None,
+                     extra_meta: Optional[dict[str, Any]] = None) -> Path:
     """Write a complete checkpoint folder atomically.
 
     Call on every rank: each writes its ``rank_state`` (its random state) to a file of its own;
@@ -191,7 +192,8 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     ``driver.io.collective_save``; the JSON files by rank 0. ``callback_states``
     is what :func:`encode_callback_states` returned. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
-    evaluation results a checkpoint was selected by). Raises :class:`CheckpointTargetError`
+    evaluation results a checkpoint was selected by); ``extra_meta`` is added to ``meta.json``
+    (e.g. the optimizer classes, checked when it is loaded). Raises :class:`CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
     """
     folder = Path(folder)
@@ -200,7 +202,7 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
         "format_version": FORMAT_VERSION, "backend": driver.backend,
         "driver": type(driver).__name__, "world_size": driver.comm.world_size,
         "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
-        "fastcore_train_version": __version__,
+        "fastcore_train_version": __version__, **(extra_meta or {}),
     }
 
     def write_meta(staging: Path) -> None:  # last, when every rank's files are in place

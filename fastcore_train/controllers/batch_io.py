@@ -23,9 +23,24 @@ class ModelCaller:
         self.pass_whole_batch = model_wo_auto_param_call
 
     def __call__(self, batch: Any) -> Any:
-        if self.pass_whole_batch or (type(batch) is not dict and not isinstance(batch, Mapping)):
+        if self.pass_whole_batch:
+            return self.fn(batch)
+        if type(batch) is not dict and not isinstance(batch, Mapping):
+            if len(self.binder.required) > 1:
+                raise TypeError(whole_batch_problem(self.binder.fn_name, self.binder.required, batch))
             return self.fn(batch)
         return self.binder(batch)
+
+
+def whole_batch_problem(fn_name: str, required: tuple[str, ...], batch: Any) -> str:
+    """Why a batch that is not a dict cannot be given to a function taking several named inputs."""
+    size = f" of {len(batch)} items" if isinstance(batch, (list, tuple)) else ""
+    naming = ", ".join(f"{index}: {name!r}" for index, name in enumerate(required))
+    return (f"{fn_name} takes the named inputs {list(required)}, but the batch is a {type(batch).__name__}{size}, "
+            "and a batch that is not a dict is passed whole, as one argument. Make the dataset (or collate_fn) "
+            "yield dicts keyed by those names, or name the items with input_mapping, e.g. "
+            f"input_mapping={{{naming}}} for items in that order (or a callable returning such a dict); or pass "
+            "model_wo_auto_param_call=True to receive the batch whole.")
 
 
 def outputs_as_mapping(outputs: Any, where: str) -> Mapping[str, Any]:

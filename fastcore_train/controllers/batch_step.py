@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
+from fastcore_train.controllers.loss_check import check_loss
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.utils.param_call import apply_mapping
@@ -24,6 +25,7 @@ class BatchStepMixin:
     last_loss: Any
     _call_model: ModelCaller
     _update_now: bool  # this micro-batch ends an accumulation group: step and zero grad
+    _loss_checked: bool = False  # the first loss was checked (one number, with a gradient)
 
     def train_step(self, batch: Any) -> Any:
         """The training forward (``train_fn``/``train_step``/forward), output_mapping applied."""
@@ -44,7 +46,8 @@ class BatchStepMixin:
         return extract_loss(outputs)
 
     def backward(self, outputs: Any) -> None:
-        """Backward the ``loss`` in ``outputs`` (divided by ``accumulation_steps``)."""
+        """Backward the ``loss`` in ``outputs`` (divided by ``accumulation_steps``); the first
+        loss is checked to be one number with a gradient (:mod:`~fastcore_train.controllers.loss_check`)."""
         manager = self.callback_manager
         if manager.on_before_backward is not None:
             manager.on_before_backward(self, outputs)
@@ -53,6 +56,9 @@ class BatchStepMixin:
         except Exception:
             loss = self.extract_loss_from_outputs(outputs)
         self.last_loss = loss
+        if not self._loss_checked:  # the first batch only: what a wrong loss looks like does not change
+            check_loss(loss, self.driver.backend)
+            self._loss_checked = True
         if self.accumulation_steps > 1:
             loss = loss / self.accumulation_steps
         self.driver.backward(loss)

@@ -10,6 +10,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train import checkpoint as ckpt
+from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
+                                                          optimizer_classes)
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
@@ -32,6 +34,7 @@ class PersistenceMixin:
     _pending_rng_state: Optional[dict[str, Any]]
     _fire: Callable[..., None]
     _get_rng_state: Callable[[], dict[str, Any]]
+    _user_optimizers: list[Any]  # the optimizers the user gave (the driver may wrap them)
 
     def save_model(self, folder: Union[str, Path], only_state_dict: bool = True,
                    model_save_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
@@ -60,7 +63,8 @@ class PersistenceMixin:
                     f"No model file at {str(path)!r}: load_model expects the folder given to save_model "
                     f"(which writes {path.name} inside it)."
                 )
-            self.driver.io.load_model(path, only_state_dict=only_state_dict, **kwargs)
+            load_checked(path, "model", lambda: self.driver.io.load_model(path, only_state_dict=only_state_dict,
+                                                                          **kwargs))
         self.driver.comm.barrier()
 
     def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
@@ -92,7 +96,8 @@ class PersistenceMixin:
         # Every rank writes its own random state (not gathered to rank 0: rank 0's files keep their
         # size at any world size); the model and the JSON files are written as write_checkpoint says.
         ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
-                              model_save_fn, extra_json, rank_state=self._get_rng_state())
+                              model_save_fn, extra_json, rank_state=self._get_rng_state(),
+                              extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers)})
         self.driver.comm.barrier()
 
     def _warn_open_accumulation_group(self) -> None:
@@ -117,13 +122,16 @@ class PersistenceMixin:
         """
         meta = ckpt.read_meta(folder, self.driver)
         folder = Path(meta["folder"])
+        check_optimizer_classes(meta, self._user_optimizers, folder)  # before anything is loaded
         if model_load_fn is not None:
             model_load_fn(folder)
         else:
             path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
-            self.driver.io.load_model(path, only_state_dict=meta.get("only_state_dict", only_state_dict))
-        self.driver.io.load_training_state(ckpt.require_file(
-            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.io.model_file_suffix}", "optimizer state"))
+            only = meta.get("only_state_dict", only_state_dict)
+            load_checked(path, "model", lambda: self.driver.io.load_model(path, only_state_dict=only))
+        state_path = ckpt.require_file(
+            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.io.model_file_suffix}", "optimizer state")
+        load_checked(state_path, "optimizer state", lambda: self.driver.io.load_training_state(state_path))
         if resume_training:
             saved = ckpt.read_trainer_state(folder)
             self.state.load_state_dict(saved["state"])

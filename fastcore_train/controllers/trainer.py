@@ -43,7 +43,7 @@ from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import make_reproducible_dataloader
 from fastcore_train.summary import summarize
-from fastcore_train.utils.parameters import optimizers_miss_the_model
+from fastcore_train.utils.parameters import model_without_parameters, optimizers_miss_the_model
 
 BatchStepFn = Callable[["Trainer", Any], None]
 
@@ -109,7 +109,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
         listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
-        problem = optimizers_miss_the_model(model, listed)  # before set-up: the user's own objects
+        self._user_optimizers = list(listed)
+        # before set-up: the user's own objects
+        problem = model_without_parameters(model) or optimizers_miss_the_model(model, listed)
         if problem is not None:
             raise ValueError(problem)
         self.driver.ensure_setup()

@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any, Union
 
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.drivers.registry import (available_driver_names, backend_for_driver_name,
+from fastcore_train.drivers.registry import (BackendEntry, available_driver_names, backend_for_driver_name,
                                              backend_for_model, driver_kwargs_for, framework_of, load_backend)
 
 
@@ -36,6 +36,7 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
     else:
         entry = backend_for_driver_name(driver)
         driver_name = driver
+        _check_model_framework(model, driver_name, entry)  # before importing that framework
     backend = load_backend(entry)
     if not backend.is_model(model):
         found = framework_of(model)
@@ -47,3 +48,20 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
             f"{suggestion}. Available drivers: {', '.join(available_driver_names())}."
         )
     return backend.create_driver(driver_name, model, device=device, fp16=fp16, **driver_kwargs_for(entry, kwargs))
+
+
+def _check_model_framework(model: Any, driver_name: str, entry: BackendEntry) -> None:
+    """A ValueError when ``model`` belongs to another registered framework than ``entry``'s, told
+    from the modules of its class hierarchy (nothing imported), so that a torch model given to
+    ``driver="paddle"`` gets this, not an instruction to install paddle."""
+    found = framework_of(model)
+    if found is None or found == entry.framework_module:
+        return
+    own = backend_for_model(model)
+    suggestion = repr(own.driver_names[0]) if own is not None else "'auto'"
+    raise ValueError(
+        f"driver={driver_name!r} trains {entry.framework_module} models, but the model "
+        f"({type(model).__qualname__}) is a {found} model. Pass driver={suggestion} (or driver='auto', "
+        f"which picks the driver from the model), or a model of {entry.framework_module}. "
+        f"Available drivers: {', '.join(available_driver_names())}."
+    )

@@ -70,3 +70,16 @@ def optimizers_miss_the_model(model: Any, optimizers: Iterable[Any]) -> Optional
             "probably built for another model, or for this model before it was copied or rebuilt (e.g. "
             "copy.deepcopy(model) after making the optimizer). Build the optimizer from this model's "
             "parameters, e.g. SGD(model.parameters(), lr=...), and pass that model to the Trainer.")
+
+
+def model_without_parameters(model: Any) -> Optional[str]:
+    """Why ``model`` cannot be trained when it holds no parameter at all, or None when it holds
+    some (or has no ``parameters()`` to ask)."""
+    owned = model_parameters(model)
+    if owned is None or owned:
+        return None
+    return (f"The model ({type(model).__qualname__}) has no parameters, so training would change nothing. "
+            "Layers kept in a plain python list or dict, or created outside the model, are not registered "
+            "with it: assign each layer as an attribute of the model, or keep them in the framework's "
+            "container (torch.nn.ModuleList, paddle.nn.LayerList, ...); then build the optimizer from "
+            "model.parameters().")

@@ -2,7 +2,7 @@
 containers around them is :func:`fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import jittor as jt
 
@@ -21,3 +21,10 @@ def to_numeric(data: Any) -> Any:
 def to_numpy(data: Any) -> Any:
     """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
     return map_tensors(data, jt.Var, lambda var: var.numpy(), keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a jt.Var)."""
+    if not isinstance(value, jt.Var):
+        return None
+    return bool(value.requires_grad)

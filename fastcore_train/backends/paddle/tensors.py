@@ -2,7 +2,7 @@
 into python numbers; the walk through nested containers is :func:`~fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import paddle
 
@@ -27,3 +27,10 @@ def to_numeric(data: Any) -> Any:
 def to_numpy(data: Any) -> Any:
     """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
     return map_tensors(data, paddle.Tensor, lambda tensor: tensor.numpy(), keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a paddle.Tensor)."""
+    if not isinstance(value, paddle.Tensor):
+        return None
+    return bool(not value.stop_gradient)

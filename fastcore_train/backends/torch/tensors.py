@@ -5,7 +5,7 @@ Only the torch calls for one tensor are here (``to`` with ``non_blocking``, ``it
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Optional
 
 import torch
 
@@ -30,3 +30,10 @@ def to_numeric(data: Any) -> Any:
 def to_numpy(data: Any) -> Any:
     """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
     return map_tensors(data, torch.Tensor, lambda tensor: tensor.detach().cpu().numpy(), keep_mapping_type=False)
+
+
+def requires_grad(value: Any) -> Optional[bool]:
+    """Whether ``value`` is a tensor that backward can train from (None: not a torch.Tensor)."""
+    if not isinstance(value, torch.Tensor):
+        return None
+    return bool(value.requires_grad)

@@ -51,6 +51,10 @@ class BackendHarness(ABC):
     def make_sgd(self, model: Any, lr: float, momentum: float = 0.0) -> Any: ...
 
     @abstractmethod
+    def make_adam(self, model: Any, lr: float) -> Any:
+        """The framework's Adam (an optimizer of another type than :meth:`make_sgd`'s)."""
+
+    @abstractmethod
     def make_dataloader(self, x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool = False,
                         with_index: bool = False) -> Any:
         """A framework dataloader yielding ``{"x": ..., "y": ...}`` batches (plus ``"idx"``, the

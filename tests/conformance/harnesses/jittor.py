@@ -75,6 +75,9 @@ class Harness(BackendHarness):
     def make_sgd(self, model, lr, momentum=0.0):
         return jt.optim.SGD(model.parameters(), lr, momentum=momentum)
 
+    def make_adam(self, model, lr):
+        return jt.optim.Adam(model.parameters(), lr)
+
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)
 
