@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from fastcore_train.checkpoint import CheckpointError
+from fastcore_train.utils.safe_pickle import UnsafePickleError
 
 #: The ``meta.json`` key listing the optimizer classes a checkpoint was saved with.
 OPTIMIZERS_KEY = "optimizers"
@@ -58,11 +59,12 @@ def check_optimizer_classes(meta: dict[str, Any], optimizers: Sequence[Any], fol
 
 def load_checked(path: Path, what: str, load: Callable[[], None]) -> None:
     """Run ``load()`` (reading ``path``); an error of the framework's reader becomes a
-    CheckpointError naming the file. Our own CheckpointErrors and OS errors (a missing file, no
+    CheckpointError naming the file. Our own CheckpointErrors, a refused unsafe pickle (its own
+    message names the file and what it would have run) and OS errors (a missing file, no
     permission) pass unchanged."""
     try:
         load()
-    except (CheckpointError, OSError):
+    except (CheckpointError, UnsafePickleError, OSError):
         raise
     except Exception as error:
         raise CheckpointError(
