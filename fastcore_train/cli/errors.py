@@ -6,6 +6,7 @@ the message points at the line to fix.
 """
 from __future__ import annotations
 
+import difflib
 import re
 from pathlib import Path
 from typing import Optional, Sequence
@@ -67,11 +68,12 @@ def locate(key: str, config_files: Sequence[Path]) -> Optional[str]:
 
 
 _KEY_PATTERNS = (
+    r"Group '([^']+)' does not accept (?:option|nested key) '([^']+)'",
     r'Parser key "([^"]+)"',
     r"Key '([^']+)'",
     r'Key "([^"]+)"',
     r"key '([^']+)'",
-    r"Unrecognized arguments: --?([\w.]+)",
+    r"(?i)unrecognized arguments: --?([\w.]+)",
     r"required: --?([\w.]+)",
 )
 
@@ -81,15 +83,27 @@ def key_in_message(message: str) -> Optional[str]:
     for pattern in _KEY_PATTERNS:
         match = re.search(pattern, message)
         if match:
-            return match.group(1).lstrip("-")
+            return ".".join(match.groups()).lstrip("-")
     return None
 
 
-def from_parser_error(error: BaseException, config_files: Sequence[Path]) -> ConfigError:
-    """A :class:`ConfigError` from a jsonargparse error, with the key's file and line."""
-    message = str(error).strip()
+def on_command_line(key: str, argv: Sequence[str]) -> bool:
+    """Whether ``argv`` sets ``key`` (``--key value`` or ``--key=value``)."""
+    return any(arg == f"--{key}" or arg.startswith(f"--{key}=") for arg in argv)
+
+
+def from_parser_error(error: BaseException, config_files: Sequence[Path], argv: Sequence[str] = (),
+                      known_keys: Sequence[str] = ()) -> ConfigError:
+    """A :class:`ConfigError` from a jsonargparse error: the key, its file and line (or "command
+    line" when the command line set it), and for an unknown key the closest known ones."""
+    message = re.sub(r"\n\s*", " ", str(error).strip())
     key = key_in_message(message)
-    if key is not None and message.startswith(f'Parser key "{key}":'):
-        message = message[len(f'Parser key "{key}":'):].strip()
-    message = re.sub(r"\n\s*", " ", message)
-    return ConfigError(message, key, locate(key, config_files) if key else None)
+    if key is None:
+        return ConfigError(message)
+    message = message.replace(f'Parser key "{key}": ', "")
+    if key not in known_keys and known_keys:
+        close = difflib.get_close_matches(key, known_keys, n=3)
+        if close:
+            message += f". Did you mean {' or '.join(close)}?"
+    where = "command line" if on_command_line(key, argv) else locate(key, config_files)
+    return ConfigError(message, key, where)

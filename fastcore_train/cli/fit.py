@@ -30,7 +30,7 @@ def build_parser(sections: dict[str, Section]) -> Any:
     from fastcore_train.events.callback import Callback
     from fastcore_train.metrics.metric import Metric
 
-    parser = ArgumentParser(prog="fastcore-train fit", exit_on_error=False,
+    parser = ArgumentParser(prog="fastcore-train fit", exit_on_error=False, allow_abbrev=False,
                             description="Train from a config file: model, data, optimizer (and lr_scheduler) "
                                         "named by import path with their init_args, the Trainer's arguments "
                                         "under trainer:. Command-line --key.sub value overrides the file.")
@@ -59,7 +59,8 @@ def parse(argv: Sequence[str]) -> tuple[Any, Any, dict[str, Section]]:
     try:
         config = parser.parse_args(list(argv))
     except (argparse.ArgumentError, TypeError, ValueError) as error:
-        raise from_parser_error(error, config_files(argv)) from error
+        known = [action.dest for action in parser._actions if action.dest not in ("help", "config")]
+        raise from_parser_error(error, config_files(argv), argv, known) from error
     return parser, config, sections
 
 
@@ -108,7 +109,7 @@ def build_and_run(parser: Any, config: Any, sections: dict[str, Section]) -> Any
     output = Path(config.output_dir)
     if trainer.driver.comm.is_global_zero():
         output.mkdir(parents=True, exist_ok=True)
-        parser.save(config, output / CONFIG_NAME, overwrite=True, skip_check=True)
+        parser.save(config, output / CONFIG_NAME, overwrite=True, skip_validation=True)
     trainer.run(**args.run_kwargs())
     if config.save_checkpoint:
         trainer.save_checkpoint(output / "checkpoint")
