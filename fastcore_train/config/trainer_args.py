@@ -75,9 +75,9 @@ class TrainerArgs:
     output_from_new_proc: str = _arg("only_error", "Self-launched ranks' output: all, ignore, only_error, or a folder "
                                                    "for rank_N.log files.")
     report_to: list[str] = _arg([], "Metric logs and experiment trackers to report to: csv, tensorboard, mlflow, "
-                                    "wandb, swanlab (or all installed).")
-    report_dir: str = _arg("logs", "Folder of the report_to logs (csv and tensorboard files, the file stores of "
-                                   "mlflow, wandb and swanlab).")
+                                    "wandb (or all: every installed one).")
+    report_dir: str = _arg("logs", "Folder of the report_to logs (csv and tensorboard files, mlflow's SQLite "
+                                   "store, wandb's offline runs).")
     report_every_n_batches: int = _arg(50, "Report the training loss every n batches (0: never).")
     run_name: Optional[str] = _arg(None, "Run name shown by the trackers (default: the run folder's name).")
     marker: Optional[str] = _arg(None, "Which @Trainer.on functions apply to this Trainer.")
