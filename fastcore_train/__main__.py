@@ -1,4 +1,7 @@
-"""Command line: ``python -m fastcore_train demo [--driver NAME] [--device D] [--epochs N]``."""
+"""Command line: ``fastcore-train demo [--driver NAME] ...`` and ``fastcore-train fit --config run.yaml``.
+
+``python -m fastcore_train`` is the same program.
+"""
 from __future__ import annotations
 
 import argparse
@@ -9,7 +12,12 @@ from typing import Optional, Sequence
 def main(argv: Optional[Sequence[str]] = None) -> int:
     from fastcore_train.demo import add_demo_arguments, main_demo
 
-    parser = argparse.ArgumentParser(prog="python -m fastcore_train",
+    arguments = list(sys.argv[1:] if argv is None else argv)
+    if arguments[:1] == ["fit"]:  # jsonargparse parses fit's arguments (fastcore_train.cli.fit)
+        from fastcore_train.cli.fit import main_fit
+        return main_fit(arguments[1:])
+
+    parser = argparse.ArgumentParser(prog="fastcore-train",
                                      description="fastcore_train: one Trainer for torch, paddle, jittor and oneflow.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a small MLP on the shipped handwritten-digits data",
@@ -17,7 +25,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
                                            "(1437 train / 360 test images), evaluate each epoch, save a "
                                            "checkpoint and print the final accuracy.")
     add_demo_arguments(demo)
-    args = parser.parse_args(argv)
+    commands.add_parser("fit", add_help=False, help="train from a config file: fit --config run.yaml [--key value ...] "
+                                                    "(fit --help lists every key)")
+    args = parser.parse_args(arguments)
     return main_demo(args)
 
 

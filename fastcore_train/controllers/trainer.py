@@ -179,6 +179,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
             if progress is not None:
                 all_callbacks.append(progress)
+        if options.get("report_to"):
+            from fastcore_train.callbacks.report_to import report_callbacks
+            all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
+                                              options.get("report_every_n_batches", 50), options.get("run_name"))
         self.callback_manager = CallbackManager(all_callbacks)
         for event, fn in self._take_custom_callbacks(marker):
             self.callback_manager.add_fn(event, fn)

@@ -35,10 +35,13 @@ def _seed(seed: int) -> None:
     jt.set_seed(seed)
 
 
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+FRAMEWORK = DemoFramework(
+    seed=_seed, model=DigitsMLP,
+    dataloader=lambda x, y, size, shuffle, _: ArrayDataset(x, y, size, shuffle=shuffle),
+    optimizer=lambda model, lr: jt.optim.Adam(model.parameters(), lr=lr))
+
+
 def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
     """The demo's model, datasets and optimizer in jittor (shuffling follows ``jt.set_seed``)."""
-    framework = DemoFramework(
-        seed=_seed, model=DigitsMLP,
-        dataloader=lambda x, y, size, shuffle, _: ArrayDataset(x, y, size, shuffle=shuffle),
-        optimizer=lambda model, lr: jt.optim.Adam(model.parameters(), lr=lr))
-    return build_demo_task(framework, data, hidden, lr, batch_size, seed)
+    return build_demo_task(FRAMEWORK, data, hidden, lr, batch_size, seed)

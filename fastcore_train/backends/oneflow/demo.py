@@ -29,7 +29,10 @@ def _adam(model: flow.nn.Module, lr: float) -> flow.optim.Optimizer:
     return flow.optim.Adam(model.parameters(), lr=lr)
 
 
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+FRAMEWORK = DemoFramework(seed=flow.manual_seed, model=DigitsMLP, dataloader=_dataloader, optimizer=_adam)
+
+
 def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
     """The demo's model, dataloaders and optimizer in oneflow (shuffling follows ``flow.manual_seed``)."""
-    framework = DemoFramework(seed=flow.manual_seed, model=DigitsMLP, dataloader=_dataloader, optimizer=_adam)
-    return build_demo_task(framework, data, hidden, lr, batch_size, seed)
+    return build_demo_task(FRAMEWORK, data, hidden, lr, batch_size, seed)

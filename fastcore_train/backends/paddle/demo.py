@@ -27,9 +27,12 @@ def _dataloader(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, se
     return DataLoader(rows, batch_size=batch_size, shuffle=shuffle)
 
 
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+FRAMEWORK = DemoFramework(
+    seed=paddle.seed, model=DigitsMLP, dataloader=_dataloader,
+    optimizer=lambda model, lr: paddle.optimizer.Adam(learning_rate=lr, parameters=model.parameters()))
+
+
 def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
     """The demo's model, dataloaders and optimizer in paddle."""
-    framework = DemoFramework(
-        seed=paddle.seed, model=DigitsMLP, dataloader=_dataloader,
-        optimizer=lambda model, lr: paddle.optimizer.Adam(learning_rate=lr, parameters=model.parameters()))
-    return build_demo_task(framework, data, hidden, lr, batch_size, seed)
+    return build_demo_task(FRAMEWORK, data, hidden, lr, batch_size, seed)

@@ -30,8 +30,11 @@ def _dataloader(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, se
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator)
 
 
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+FRAMEWORK = DemoFramework(seed=torch.manual_seed, model=DigitsMLP, dataloader=_dataloader,
+                          optimizer=lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr))
+
+
 def build_demo(data: DigitsData, hidden: int, lr: float, batch_size: int, seed: int) -> DemoTask:
     """The demo's model, dataloaders and optimizer in torch."""
-    framework = DemoFramework(seed=torch.manual_seed, model=DigitsMLP, dataloader=_dataloader,
-                              optimizer=lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr))
-    return build_demo_task(framework, data, hidden, lr, batch_size, seed)
+    return build_demo_task(FRAMEWORK, data, hidden, lr, batch_size, seed)

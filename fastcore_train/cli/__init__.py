@@ -1,0 +1,1 @@
+"""``fastcore-train fit --config run.yaml``: train from a config file (parsing by jsonargparse)."""

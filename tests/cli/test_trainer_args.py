@@ -1,0 +1,71 @@
+"""``TrainerArgs`` holds every Trainer argument that is a value, with its default, and nothing else."""
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from pathlib import Path
+
+import pytest
+
+from fastcore_train.config import TrainerArgs, from_flagai, trainer_args_table
+from fastcore_train.config.trainer_args import RUN_FIELDS
+from fastcore_train.controllers.arguments import TRAINER_OPTIONS
+from fastcore_train.controllers.trainer import Trainer
+from fastcore_train.drivers.registry import all_driver_kwargs
+
+OBJECTS = {"self", "model", "train_dataloader", "optimizers", "evaluate_dataloaders", "batch_step_fn",
+           "evaluate_batch_step_fn", "callbacks", "metrics", "kwargs"}
+FIELDS = {item.name: item for item in dataclasses.fields(TrainerArgs)}
+
+
+def test_every_value_argument_of_the_trainer_is_a_field_with_its_default():
+    constructor = inspect.signature(Trainer.__init__).parameters
+    run = inspect.signature(Trainer.run).parameters
+    expected = (set(constructor) - OBJECTS) | TRAINER_OPTIONS | set(all_driver_kwargs()) | (set(run) - {"self"})
+    assert set(FIELDS) == expected
+    defaults = TrainerArgs()
+    for name, parameter in [*constructor.items(), *run.items()]:
+        if name in FIELDS:
+            assert getattr(defaults, name) == parameter.default, name
+    assert set(RUN_FIELDS) == set(run) - {"self"}
+    assert all(item.metadata.get("help") for item in FIELDS.values())
+
+
+def test_trainer_kwargs_pass_named_arguments_and_only_changed_options():
+    args = TrainerArgs(n_epochs=3, sampler_seed=5, resume_from="ckpt")
+    kwargs = args.trainer_kwargs()
+    assert kwargs["n_epochs"] == 3 and kwargs["sampler_seed"] == 5 and kwargs["driver"] == "auto"
+    assert "progress_bar" not in kwargs and "torch_kwargs" not in kwargs and "resume_from" not in kwargs
+    assert args.run_kwargs()["resume_from"] == "ckpt"
+    assert TrainerArgs().report_to is not TrainerArgs().report_to  # no shared mutable default
+
+
+def test_the_docs_table_is_generated_from_the_fields():
+    page = (Path(__file__).resolve().parents[2] / "docs" / "configuration.md").read_text()
+    assert trainer_args_table() in page
+    assert ":param n_epochs: Epochs to train" in TrainerArgs.__doc__
+
+
+@pytest.mark.parametrize("env_type, kwargs, driver, device", [
+    ("pytorch", {}, "torch", "cpu"),
+    ("pytorch", {"pytorch_device": "cuda"}, "torch", "cuda"),
+    ("pytorchDDP", {"num_gpus": 2}, "torch", [0, 1]),
+    ("pytorchDDP", {"num_gpus": 2, "pytorch_device": "cpu"}, "torch", ["cpu", "cpu"]),
+    ("deepspeed", {"num_gpus": 2, "deepspeed_config": "ds.json"}, "deepspeed", [0, 1]),
+])
+def test_flagai_env_types_map_onto_drivers(env_type, kwargs, driver, device):
+    args = from_flagai(env_type=env_type, epochs=4, gradient_accumulation_steps=2, eval_interval=100, **kwargs)
+    assert (args.driver, args.device) == (driver, device)
+    assert (args.n_epochs, args.accumulation_steps, args.evaluate_every) == (4, 2, 100)
+    if env_type == "deepspeed":
+        assert args.deepspeed_kwargs == {"config": "ds.json"}
+
+
+def test_flagai_names_that_belong_elsewhere_say_where():
+    with pytest.raises(ValueError, match=r"lr -> the optimizer.*batch_size -> the dataloader"):
+        from_flagai(lr=1e-3, batch_size=8)
+    with pytest.raises(ValueError, match="env_type 'bmtrain' is not supported"):
+        from_flagai(env_type="bmtrain")
+    with pytest.raises(ValueError, match="Unknown FlagAI argument"):
+        from_flagai(epoch=3)
+    assert from_flagai(tensorboard_dir="tb", log_interval=10).report_to == ["tensorboard"]
