@@ -16,6 +16,7 @@ than ours so that ours, which names the rank, speaks first.
 """
 from __future__ import annotations
 
+import logging
 import mmap
 import os
 import shutil
@@ -110,7 +111,7 @@ def diagnosis(rank: int, timeout: float, table: Optional[list[tuple[int, float]]
         if behind:
             ahead = max(key for key, _ in table)
             waiting = [r for r in range(len(table)) if r not in behind]
-            who = "; ".join(f"rank {r} did not arrive: it is still at {describe(table[r][0])} "
+            who = "; ".join(f"Rank {r} did not arrive: it is still at {describe(table[r][0])} "
                             f"(reached {now - table[r][1]:.1f} s ago)" for r in behind)
             who += (f"; rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} reached "
                     f"{describe(ahead)}.")
@@ -158,8 +159,10 @@ class Watchdog:
     def _give_up(self) -> None:
         table = self.heartbeats.read() if self.shared else None
         message = diagnosis(self.heartbeats.rank, self.timeout, table, _main_thread_place())
-        logger.error(message)
-        sys.stderr.write(message + "\n")
+        if logger.isEnabledFor(logging.ERROR) and logger.handlers:
+            logger.error(message)
+        else:
+            sys.stderr.write(message + "\n")
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(EXIT_CODE)
