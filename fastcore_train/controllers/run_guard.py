@@ -8,23 +8,32 @@
   Ctrl-C's path: ``on_exception`` listeners run (``CheckpointCallback(on_exceptions=...)`` saves
   its exception checkpoint) and the driver stops the job. A self-launching rank 0 forwards the
   signal to the ranks it started.
-- **Stopping is collective**: in data parallel, every optimizer step (and every epoch's end) the
-  ranks OR their stop and SIGTERM requests (``driver.comm.any_rank``), so a ``stop_training()``
-  or a SIGTERM on any rank stops every rank after the same batch.
+- **Stopping is collective**: in data parallel, at optimizer steps (every one, or every ``k``
+  where steps are tiny; see :meth:`RunGuard.decide_stop_after_step`) and at every epoch's end the
+  ranks sum their stop and SIGTERM requests (``driver.comm.sum_over_ranks``), so a
+  ``stop_training()`` or a SIGTERM on any rank stops every rank after the same batch.
 - **A collective timeout**: in data parallel a watchdog (:mod:`fastcore_train.parallel.watchdog`)
   ends the job, naming the rank that did not arrive, when a rank makes no progress for
   ``collective_timeout`` seconds.
 """
 from __future__ import annotations
 
+import math
 import signal
 import threading
+import time
 from types import FrameType, TracebackType
 from typing import Any, Optional
 
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
-from fastcore_train.parallel.watchdog import Watchdog, progress_key, start_watchdog
+from fastcore_train.parallel.watchdog import STOP_DECISION, Watchdog, progress_key, start_watchdog
+
+
+#: The share of training time the per-step stop exchange may take (see ``RunGuard.decide_stop_after_step``).
+EXCHANGE_BUDGET = 0.01
+#: The most optimizer steps between two exchanges.
+MAX_INTERVAL = 64
 
 
 class TrainingTerminated(KeyboardInterrupt):
@@ -46,6 +55,10 @@ class RunGuard:
         #: Set by SIGTERM; read by the loop at each optimizer step.
         self.terminate_requested = False
         self._watchdog: Optional[Watchdog] = None
+        # The per-step exchange: every _interval optimizer steps (agreed by all ranks), this rank's
+        # proposal for the next interval, and when the last exchange ended.
+        self._interval = self._countdown = self._proposal = 1
+        self._last_exchange: Optional[float] = None
         self._previous: Any = None
         self._installed = False
 
@@ -85,14 +98,41 @@ class RunGuard:
         if self._watchdog is not None:
             self._watchdog.heartbeats.beat(progress_key(batch, point))
 
+    def decide_stop_after_step(self, requested: bool, batch: int) -> bool:
+        """The decision after an optimizer step of data parallel: every rank stops at the same step.
+
+        The ranks exchange their requests every ``k`` optimizer steps (and at every epoch's end),
+        ``k`` agreed by all: 1 while a step is long next to the exchange (one small all-reduce),
+        larger where steps are tiny, so that the exchange costs about :data:`EXCHANGE_BUDGET` of
+        the training time; a request then waits at most ``k`` steps (``k`` <= :data:`MAX_INTERVAL`).
+        """
+        self._countdown -= 1
+        if self._countdown > 0:
+            return False
+        self.beat(batch, STOP_DECISION)
+        started = time.perf_counter()
+        sums = self.comm.sum_over_ranks([requested, self.terminate_requested, self._proposal])
+        ended = time.perf_counter()
+        if self._last_exchange is not None:
+            step = (started - self._last_exchange) / self._interval
+            self._proposal = min(MAX_INTERVAL, max(1, math.ceil((ended - started) / (EXCHANGE_BUDGET * step))))
+        self._last_exchange = ended
+        self._interval = self._countdown = max(1, -(-sums[2] // self.comm.world_size))  # alike on every rank
+        return self._act_on(sums, batch)
+
     def decide_stop(self, requested: bool, batch: int, point: int) -> bool:
-        """Whether every rank stops now: any rank's ``requested`` (``stop_training()``) stops all; any
-        rank's SIGTERM raises :class:`TrainingTerminated` on all. One small all-reduce in data parallel."""
-        flags: tuple[bool, ...] = (requested, self.terminate_requested)
+        """Whether every rank stops now (an epoch's end): any rank's ``requested`` (``stop_training()``)
+        stops all; any rank's SIGTERM raises :class:`TrainingTerminated` on all."""
+        flags = [requested, self.terminate_requested]
         if self.distributed:
             self.beat(batch, point)
-            flags = self.comm.any_rank(flags)
+            flags = self.comm.sum_over_ranks(flags)
+            self._countdown, self._last_exchange = self._interval, None
+        return self._act_on(flags, batch)
+
+    def _act_on(self, flags: list[int], batch: int) -> bool:
+        """Raise :class:`TrainingTerminated` when a rank got SIGTERM; else whether a rank asked to stop."""
         if flags[1]:
             raise TrainingTerminated(f"SIGTERM received on {'this or another rank' if self.distributed else 'this process'}; "
                                      f"training stopped after batch {batch}.")
-        return flags[0]
+        return bool(flags[0])

@@ -138,8 +138,8 @@ class TrainLoopMixin:
             if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches:
                 break  # the epoch's end decides about stopping (Trainer.run)
             if collective_stop:
-                if self._update_now and guard.decide_stop(self._stop_requested, state.global_forward_batches,
-                                                          STOP_DECISION):
+                if self._update_now and guard.decide_stop_after_step(self._stop_requested,
+                                                                     state.global_forward_batches):
                     self._stop_requested = True
                     break
             elif (self._stop_requested or guard.terminate_requested) \

@@ -76,13 +76,13 @@ class Collectives:
         """Every rank's ``obj``, in rank order."""
         return [obj]
 
-    def any_rank(self, flags: Sequence[bool]) -> tuple[bool, ...]:
-        """Each flag OR-ed over every rank (the Trainer's collective stop decision, once per
-        optimizer step). Backends replace this with one small all-reduce of their framework."""
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
+        """Each integer summed over every rank (the Trainer's collective stop decision). Backends
+        replace this with one small all-reduce of their framework."""
         if not self.is_distributed() or self.world_size == 1:
-            return tuple(bool(flag) for flag in flags)
-        gathered = self.all_gather_object([bool(flag) for flag in flags])
-        return tuple(any(column) for column in zip(*gathered))
+            return [int(value) for value in values]
+        gathered = self.all_gather_object([int(value) for value in values])
+        return [sum(column) for column in zip(*gathered)]
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(rank={self.rank}, world_size={self.world_size})"
@@ -94,8 +94,8 @@ class ObjectCollectives(Collectives):
 
     ``gather_appends``: the module's ``all_gather_object`` appends to an empty list (paddle's)
     instead of filling one sized to the world (torch's). ``make_tensor``: a list of ints as the
-    framework's integer tensor on this rank's communication device, for :meth:`any_rank` to sum with
-    one ``all_reduce`` (else it gathers pickled objects).
+    framework's integer tensor on this rank's communication device, for :meth:`sum_over_ranks` to sum with
+    one ``all_reduce`` in :meth:`sum_over_ranks` (else it gathers pickled objects).
     """
 
     def __init__(self, facts: RankFacts, module: Any, gather_appends: bool = False,
@@ -118,9 +118,9 @@ class ObjectCollectives(Collectives):
         self.module.all_gather_object(gathered, obj)
         return gathered
 
-    def any_rank(self, flags: Sequence[bool]) -> tuple[bool, ...]:
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
         if self._make_tensor is None:
-            return super().any_rank(flags)
-        counts = self._make_tensor([int(bool(flag)) for flag in flags])
-        self.module.all_reduce(counts)  # a sum over the ranks
-        return tuple(count > 0 for count in counts.tolist())
+            return super().sum_over_ranks(values)
+        sums = self._make_tensor([int(value) for value in values])
+        self.module.all_reduce(sums)  # a sum by default, in torch and paddle
+        return [int(value) for value in sums.tolist()]

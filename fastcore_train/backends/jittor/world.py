@@ -83,14 +83,14 @@ class JittorCollectives(Collectives):
     def all_gather_object(self, obj: Any) -> list[Any]:
         return all_gather_object(obj)
 
-    def any_rank(self, flags: Sequence[bool]) -> tuple[bool, ...]:
-        """Each flag OR-ed over the ranks: one small broadcast of integers per rank (jittor's MPI
-        binding broadcasts numpy arrays in place and has no all-reduce of them)."""
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
+        """Each integer summed over the ranks: one small broadcast per rank (jittor's MPI binding
+        broadcasts numpy arrays in place and has no all-reduce of them)."""
         mpi = _mpi()
-        mine = np.array([int(bool(flag)) for flag in flags], dtype=np.int64)
+        mine = np.array([int(value) for value in values], dtype=np.int64)
         total = np.zeros_like(mine)
         for rank in range(mpi.world_size()):
             buffer = mine.copy() if rank == mpi.world_rank() else np.empty_like(mine)
             mpi.broadcast(buffer, rank)
             total += buffer
-        return tuple(bool(count) for count in total)
+        return [int(value) for value in total]

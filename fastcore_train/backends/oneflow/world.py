@@ -53,11 +53,11 @@ class OneflowCollectives(Collectives):
         flow.comm.all_gather(gathered, padded)
         return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
 
-    def any_rank(self, flags: Sequence[bool]) -> tuple[bool, ...]:
-        """Each flag OR-ed over the ranks: one ``oneflow.comm.all_reduce`` (a sum) of integers."""
-        counts = flow.tensor([int(bool(flag)) for flag in flags], dtype=flow.int64, device=self.device)
-        flow.comm.all_reduce(counts)
-        return tuple(count > 0 for count in counts.tolist())
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
+        """Each integer summed over the ranks: one ``oneflow.comm.all_reduce``."""
+        sums = flow.tensor([int(value) for value in values], dtype=flow.int64, device=self.device)
+        flow.comm.all_reduce(sums)
+        return [int(value) for value in sums.tolist()]
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         data = pickle.dumps(obj) if self.rank == src else b""
