@@ -61,6 +61,7 @@ class RunGuard:
         self._last_exchange: Optional[float] = None
         self._previous: Any = None
         self._installed = False
+        self._acted_on_sigterm = False
 
     # ------------------------------------------------------------------ entering and leaving a run
     def __enter__(self) -> "RunGuard":
@@ -79,7 +80,7 @@ class RunGuard:
         if self._installed:
             signal.signal(signal.SIGTERM, self._previous)
             self._installed = False
-            if self.terminate_requested and error is None:
+            if self.terminate_requested and not self._acted_on_sigterm and error is None:
                 # The run ended before an optimizer step could act on it: whoever handled SIGTERM before gets it.
                 signal.raise_signal(signal.SIGTERM)
 
@@ -133,6 +134,7 @@ class RunGuard:
     def _act_on(self, flags: list[int], batch: int) -> bool:
         """Raise :class:`TrainingTerminated` when a rank got SIGTERM; else whether a rank asked to stop."""
         if flags[1]:
+            self._acted_on_sigterm = True
             raise TrainingTerminated(f"SIGTERM received on {'this or another rank' if self.distributed else 'this process'}; "
                                      f"training stopped after batch {batch}.")
         return bool(flags[0])
