@@ -41,6 +41,7 @@ _EXPORTS = {
     "MoreEvaluateCallback": "fastcore_train.callbacks.more_evaluate",
     "NanGuardCallback": "fastcore_train.callbacks.nan_guard",
     "NonFiniteLossError": "fastcore_train.callbacks.nan_guard",
+    "TrainingTerminated": "fastcore_train.controllers.run_guard",
     "GradClipCallback": "fastcore_train.callbacks.grad_clip",
     "TorchGradClipCallback": "fastcore_train.callbacks.grad_clip",
     "WarmupCallback": "fastcore_train.callbacks.warmup",

@@ -5,7 +5,8 @@ process) re-runs the same command line once per other rank, with the rank descri
 environment variables the backend chooses. Failure handling is the same for every backend:
 
 - a worker that exits non-zero makes rank 0 stop every worker and exit non-zero (a watchdog
-  thread, because rank 0 may be blocked in a collective operation);
+  thread, because rank 0 may be blocked in a collective operation), saying which rank ended and
+  how (its exit code, or the signal that killed it: "rank 1 was killed by SIGKILL");
 - a worker whose parent (rank 0) dies is killed by the kernel (``PR_SET_PDEATHSIG``);
 - rank 0 raising kills the workers before the exception propagates.
 """
@@ -91,11 +92,22 @@ def _die_with_parent() -> None:
         pass
 
 
-class WorkerGroup:
-    """The worker processes rank 0 started, watched until they end."""
+def how_it_ended(returncode: int) -> str:
+    """A process's end in words: "exited with code 1", "was killed by SIGKILL"."""
+    if returncode >= 0:
+        return f"exited with code {returncode}"
+    try:
+        return f"was killed by {signal.Signals(-returncode).name}"
+    except ValueError:
+        return f"was killed by signal {-returncode}"
 
-    def __init__(self, processes: list[subprocess.Popen]) -> None:
+
+class WorkerGroup:
+    """The worker processes rank 0 started (``ranks[i]`` is the rank of ``processes[i]``), watched until they end."""
+
+    def __init__(self, processes: list[subprocess.Popen], ranks: Optional[list[int]] = None) -> None:
         self.processes = processes
+        self.ranks = list(ranks) if ranks is not None else list(range(1, len(processes) + 1))
         self._stopping = False
         self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
         self._watchdog.start()
@@ -103,14 +115,24 @@ class WorkerGroup:
 
     def _watch(self) -> None:
         while not self._stopping:
-            for process in self.processes:
-                code = process.poll()
-                if code not in (None, 0) and not self._stopping:
-                    logger.error("A worker process (pid %d) exited with code %d: stopping every rank.",
-                                 process.pid, code)
-                    self.terminate()
-                    os._exit(1)
+            failures = self.failures()
+            if failures and not self._stopping:
+                logger.error("%s: stopping every rank.", "; ".join(failures))
+                self.terminate()
+                sys.stderr.flush()
+                os._exit(1)
             time.sleep(0.2)
+
+    def failures(self) -> list[str]:
+        """How each worker that ended badly ended, naming its rank: "rank 1 (pid 42) was killed by SIGKILL"."""
+        return [f"rank {rank} (pid {process.pid}) {how_it_ended(process.returncode)}"
+                for rank, process in zip(self.ranks, self.processes) if process.poll() not in (None, 0)]
+
+    def send_signal(self, signum: int) -> None:
+        """Pass ``signum`` on to every worker still running (a SIGTERM rank 0 received, say)."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.send_signal(signum)
 
     def terminate(self) -> None:
         """Stop every worker now (SIGTERM, then SIGKILL after 5 s)."""
@@ -152,7 +174,7 @@ def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]]
         stdout, stderr = _output_streams(output_from_new_proc, rank)
         processes.append(subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr,
                                           preexec_fn=_die_with_parent))
-    return WorkerGroup(processes)
+    return WorkerGroup(processes, list(range(first_rank, world_size)))
 
 
 def _output_streams(choice: str, rank: int) -> tuple[Optional[object], Optional[object]]:
@@ -174,10 +196,17 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
     (ours, or a framework launcher's) reports and leaves at once; its launcher stops the rest.
     """
     if workers is not None:
+        failures = workers.failures()
+        if failures:  # the cause, when what rank 0 saw is a collective failing ("Connection closed by peer")
+            logger.error("%s; stopping every rank.", "; ".join(failures))
         workers.terminate()
         return
-    sys.stderr.write(f"[rank {rank}] training failed:\n")
-    traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+    if isinstance(exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM: no traceback to read
+        sys.stderr.write(f"[rank {rank}] training stopped: {type(exception).__name__}"
+                         f"{': ' + str(exception) if str(exception) else ''}\n")
+    else:
+        sys.stderr.write(f"[rank {rank}] training failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)

@@ -129,6 +129,7 @@ class Evaluator:
             driver.set_model_mode("eval")
         results = EvaluateResults()
         no_data: list[Optional[str]] = []
+        heartbeats = driver.comm.heartbeats  # in a watched run: evaluation batches show this rank is alive
         for name, dataloader in self.dataloaders.items():
             self.current_dataloader_name = name
             self.reset()
@@ -142,6 +143,8 @@ class Evaluator:
                         batch = driver.data.move(batch)
                     self.evaluate_batch_step_fn(self, batch)
                     evaluated += 1
+                    if heartbeats is not None:
+                        heartbeats.touch()
             if self._split[name]:  # each rank saw a share: the dataloader is empty only if every share is
                 evaluated = sum(driver.comm.all_gather_object(evaluated))
             if evaluated == 0:

@@ -10,10 +10,12 @@ from typing import Any, Callable, Optional
 
 from fastcore_train.controllers.arguments import empty_epoch_message
 from fastcore_train.controllers.evaluator import Evaluator
+from fastcore_train.controllers.run_guard import RunGuard
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
+from fastcore_train.parallel.watchdog import STEP, STOP_DECISION
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
 from fastcore_train.utils.param_call import apply_mapping
 
@@ -32,6 +34,7 @@ class TrainLoopMixin:
     batch_step_fn: Callable[[Any, Any], None]
     _update_now: bool
     _stop_requested: bool
+    _guard: RunGuard
     _batch_cap: Optional[int]
     _batches_before_iter: int
     _pending_rng_state: Optional[dict[str, Any]]
@@ -93,6 +96,8 @@ class TrainLoopMixin:
         evaluate_every = self.evaluate_every if self.evaluator is not None else None
         every_batches = evaluate_every if isinstance(evaluate_every, int) and evaluate_every > 0 else 0
         evaluate_when = evaluate_every if callable(evaluate_every) else None
+        guard = self._guard
+        collective_stop = guard.distributed  # decided by every rank at each optimizer step
 
         iterator, per_epoch = self._start_epoch_iterator()
         while True:
@@ -110,6 +115,8 @@ class TrainLoopMixin:
                 batch = driver.data.move(batch)
             if batch_begin is not None:
                 batch_begin(self, batch, None)
+            if collective_stop:
+                guard.beat(state.global_forward_batches + 1, STEP)
             if accumulation > 1:
                 done = state.batch_idx_in_epoch + 1
                 self._update_now = done % accumulation == 0 or done == per_epoch
@@ -128,8 +135,15 @@ class TrainLoopMixin:
                 self.run_evaluate()
             elif evaluate_when is not None and evaluate_when(self):
                 self.run_evaluate()
-            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches \
-                    or self._stop_requested:
+            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches:
+                break  # the epoch's end decides about stopping (Trainer.run)
+            if collective_stop:
+                if self._update_now and guard.decide_stop_after_step(self._stop_requested,
+                                                                     state.global_forward_batches):
+                    self._stop_requested = True
+                    break
+            elif (self._stop_requested or guard.terminate_requested) \
+                    and guard.decide_stop(self._stop_requested, state.global_forward_batches, STOP_DECISION):
                 break
         if state.batch_idx_in_epoch == 0:  # the dataloader gave nothing this epoch (sized ones are checked earlier)
             raise ValueError(empty_epoch_message(state.cur_epoch_idx + 1, state.global_forward_batches))

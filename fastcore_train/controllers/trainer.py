@@ -31,6 +31,7 @@ from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.controllers.overfit import OverfitDataLoader
 from fastcore_train.controllers.persistence import PersistenceMixin
 from fastcore_train.controllers.predict import Predictor
+from fastcore_train.controllers.run_guard import RunGuard, TrainingTerminated
 from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
@@ -41,6 +42,7 @@ from fastcore_train.events.callback import Callback
 from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
+from fastcore_train.parallel.watchdog import EPOCH_END, EPOCH_STOP_DECISION, TRAIN_END
 from fastcore_train.samplers.adapt import make_reproducible_dataloader
 from fastcore_train.summary import summarize
 from fastcore_train.utils.parameters import model_without_parameters, optimizers_miss_the_model
@@ -244,6 +246,13 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self.state.num_batches_per_epoch = min(self.state.num_batches_per_epoch, self._batch_cap)
         if self._model_summary and self.driver.comm.is_global_zero():
             self._log_model_summary()
+        with RunGuard(self.driver) as self._guard:
+            self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
+
+    def _run_guarded(self, num_eval_sanity_batch: int, resume_from: Optional[Union[str, Path]],
+                     resume_training: bool, catch_KeyboardInterrupt: bool) -> None:
+        """:meth:`run` inside its :class:`~fastcore_train.controllers.run_guard.RunGuard`."""
+        guard = self._guard
         try:
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
@@ -271,18 +280,24 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                 state.cur_epoch_idx += 1
                 state.batch_idx_in_epoch = self._batches_before_iter = 0
                 self._fire("on_train_epoch_end")
+                guard.beat(state.global_forward_batches, EPOCH_END)
                 self.driver.comm.barrier()
                 if self.evaluator is not None and not callable(self.evaluate_every) and self.evaluate_every < 0 \
                         and state.cur_epoch_idx % -self.evaluate_every == 0:
                     self.run_evaluate()
+                if state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches():
+                    self._stop_requested = guard.decide_stop(self._stop_requested, state.global_forward_batches,
+                                                             EPOCH_STOP_DECISION)
             self._fire("on_train_end")
+            guard.beat(state.global_forward_batches, TRAIN_END)
             self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
             self._fire("on_exception", interrupt)
             self.driver.on_exception(interrupt)
             if not catch_KeyboardInterrupt:
                 raise
-            logger.warning("Training interrupted by the user (KeyboardInterrupt) at epoch %d, batch %d.",
+            logger.warning("Training interrupted (%s) at epoch %d, batch %d.",
+                           "SIGTERM" if isinstance(interrupt, TrainingTerminated) else "KeyboardInterrupt",
                            self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
         except BaseException as error:
             self._fire("on_exception", error)
@@ -301,7 +316,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             state.cur_epoch_idx, state.global_forward_batches, source, limit, more)
 
     def stop_training(self) -> None:
-        """Ask the loop to stop after the current batch (e.g. early stopping); every rank must ask."""
+        """Ask the loop to stop after the current batch (e.g. early stopping). In data parallel one rank's
+        request is enough: every rank stops at the same optimizer step (the end of an accumulation group)."""
         self._stop_requested = True
 
     def _log_model_summary(self) -> None:

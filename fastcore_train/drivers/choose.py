@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from typing import Any, Union
 
+from fastcore_train.drivers.collectives import check_collective_timeout
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.registry import (BackendEntry, available_driver_names, backend_for_driver_name,
                                              backend_for_model, driver_kwargs_for, framework_of, load_backend)
@@ -15,10 +16,18 @@ def choose_driver(model: Any, driver: Union[str, Driver] = "auto", device: Any =
     ``"auto"`` picks the backend whose framework defines the model's class. An unknown name, or
     a model that does not belong to the named driver's framework, raises a ValueError listing
     what is available. Of ``kwargs``, the driver gets the common driver options and those its
-    backend owns (``torch_kwargs`` reaches torch only).
+    backend owns (``torch_kwargs`` reaches torch only); ``collective_timeout`` (seconds) is set on
+    its ``comm`` here, for every backend.
     """
-    if isinstance(driver, Driver):
-        return driver
+    timeout = kwargs.pop("collective_timeout", None)
+    timeout = None if timeout is None else check_collective_timeout(timeout)
+    chosen = driver if isinstance(driver, Driver) else _build_driver(model, driver, fp16, device, kwargs)
+    if timeout is not None:
+        chosen.comm.timeout = timeout
+    return chosen
+
+
+def _build_driver(model: Any, driver: Any, fp16: bool, device: Any, kwargs: dict[str, Any]) -> Driver:
     if not isinstance(driver, str):
         raise ValueError(
             f"driver must be a name ({', '.join(available_driver_names())}, or 'auto') or a Driver "

@@ -16,8 +16,11 @@ from fastcore_train.parallel.environment import (MPIRUN, ONEFLOW_LAUNCH, PADDLE_
 
 #: What every backend subpackage must expose (checked when it is first loaded).
 BACKEND_FUNCTIONS = ("create_driver", "is_model", "seed_framework", "build_demo")
-#: Driver keyword arguments that mean the same to every backend; the core passes them through.
-COMMON_DRIVER_KWARGS = ("data_device", "output_from_new_proc")
+#: Driver keyword arguments that mean the same to every backend; the core passes them through
+#: (``collective_timeout`` the core applies itself, to ``driver.comm``).
+COMMON_DRIVER_KWARGS = ("data_device", "output_from_new_proc", "collective_timeout")
+#: The common ones a backend's ``create_driver`` never sees.
+CORE_DRIVER_KWARGS = ("collective_timeout",)
 
 
 @dataclass(frozen=True)
@@ -222,7 +225,8 @@ def backend_part(model: Any, part: str) -> ModuleType:
 
 def driver_kwargs_for(entry: BackendEntry, kwargs: dict[str, Any]) -> dict[str, Any]:
     """The keyword arguments ``entry``'s driver gets: the common ones and its own, not other backends'."""
-    return {key: value for key, value in kwargs.items() if key in COMMON_DRIVER_KWARGS or key in entry.owned_kwargs}
+    return {key: value for key, value in kwargs.items()
+            if (key in COMMON_DRIVER_KWARGS and key not in CORE_DRIVER_KWARGS) or key in entry.owned_kwargs}
 
 
 register_backend(BackendEntry(

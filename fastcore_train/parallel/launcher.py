@@ -19,7 +19,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import sys
+import threading
 from abc import ABC, abstractmethod
 from typing import NoReturn, Optional, Sequence
 
@@ -82,6 +84,9 @@ class SpawnAllRanks(SpawnWorkers):
         groups = [spawn_workers(1, lambda rank: self.rank_variables[rank], "all", first_rank=0)]
         if world_size > 1:
             groups.append(spawn_workers(world_size, lambda rank: self.rank_variables[rank], self.output_from_new_proc))
+        # SIGTERM to this process (a scheduler's, ``timeout``'s) reaches the ranks, which stop as after Ctrl-C.
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, lambda signum, frame: [group.send_signal(signum) for group in groups])
         try:
             for group in groups:
                 for process in group.processes:

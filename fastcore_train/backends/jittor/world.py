@@ -10,7 +10,7 @@ the Trainer exchanges (metric states, RNG states, flags).
 from __future__ import annotations
 
 import pickle
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import jittor as jt
 import numpy as np
@@ -82,3 +82,15 @@ class JittorCollectives(Collectives):
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         return all_gather_object(obj)
+
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
+        """Each integer summed over the ranks: one small broadcast per rank (jittor's MPI binding
+        broadcasts numpy arrays in place and has no all-reduce of them)."""
+        mpi = _mpi()
+        mine = np.array([int(value) for value in values], dtype=np.int64)
+        total = np.zeros_like(mine)
+        for rank in range(mpi.world_size()):
+            buffer = mine.copy() if rank == mpi.world_rank() else np.empty_like(mine)
+            mpi.broadcast(buffer, rank)
+            total += buffer
+        return [int(value) for value in total]

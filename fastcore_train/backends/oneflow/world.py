@@ -9,7 +9,7 @@ is imported, and builds its process-wide environment from them; a plain process 
 from __future__ import annotations
 
 import pickle
-from typing import Any, Optional
+from typing import Any, Optional, Sequence
 
 import oneflow as flow
 
@@ -52,6 +52,12 @@ class OneflowCollectives(Collectives):
         gathered = [flow.zeros(longest, dtype=flow.uint8, device=self.device) for _ in range(self.world_size)]
         flow.comm.all_gather(gathered, padded)
         return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
+
+    def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
+        """Each integer summed over the ranks: one ``oneflow.comm.all_reduce``."""
+        sums = flow.tensor([int(value) for value in values], dtype=flow.int64, device=self.device)
+        flow.comm.all_reduce(sums)
+        return [int(value) for value in sums.tolist()]
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         data = pickle.dumps(obj) if self.rank == src else b""

@@ -22,6 +22,7 @@ from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.watchdog import framework_timeout
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
@@ -52,7 +53,8 @@ class PaddleFleetDriver(PaddleSingleDriver):
         paddle_kwargs = check_backend_options("paddle_kwargs", paddle_kwargs, _PADDLE_KWARGS | {"fleet_strategy"})
         self._strategy = paddle_kwargs.pop("fleet_strategy", None)
         super().__init__(model, device=device, fp16=fp16, paddle_kwargs=paddle_kwargs, **kwargs)
-        self.comm = ObjectCollectives(world, dist, gather_appends=True)  # paddle's all_gather_object appends
+        self.comm = ObjectCollectives(world, dist, gather_appends=True,  # paddle's all_gather_object appends
+                                      make_tensor=lambda values: paddle.to_tensor(values, dtype="int32"))
         self._user_wrapped = isinstance(model, paddle.DataParallel)
         self._user_module = model._layers if self._user_wrapped else model
         self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
@@ -70,6 +72,8 @@ class PaddleFleetDriver(PaddleSingleDriver):
         if not _fleet_initialised():  # also after the user's init_parallel_env: fleet reuses it
             if not is_gpu(self._device) and not dist.is_initialized():
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"  # CPU ranks, even under a GPU launcher
+            # paddle's NCCL groups read their timeout (ms) from here; its gloo groups have none (our watchdog is it).
+            os.environ.setdefault("PADDLE_PG_TIMEOUT", str(int(framework_timeout(self.comm.timeout) * 1000)))
             fleet.init(is_collective=True, strategy=self._strategy)
         self._user_module.to(device=self._device)
         if not self._user_wrapped:

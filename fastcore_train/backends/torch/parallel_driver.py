@@ -9,6 +9,7 @@ from __future__ import annotations
 import atexit
 import os
 import time
+from datetime import timedelta
 from typing import Any, Callable, ContextManager, Optional
 
 import torch
@@ -19,6 +20,7 @@ from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.watchdog import framework_timeout
 
 
 def _end_process_group() -> None:
@@ -46,12 +48,16 @@ class TorchDDPDriver(TorchSingleDriver):
         self._ddp_kwargs = torch_kwargs.pop("ddp_kwargs", {})
         self._backend = torch_kwargs.pop("backend", None)
         super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
-        self.comm = ObjectCollectives(world, dist)
+        self.comm = ObjectCollectives(world, dist, make_tensor=self._int_tensor)
         self._user_ddp = isinstance(model, DistributedDataParallel)
         self._user_module = model.module if self._user_ddp else model
 
     def unwrap_model(self) -> torch.nn.Module:
         return self._user_module
+
+    def _int_tensor(self, values: list[int]) -> torch.Tensor:
+        """Integers on this rank's device, for the process group's small all-reduces."""
+        return torch.tensor(values, dtype=torch.int32, device=self._device)
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -63,7 +69,8 @@ class TorchDDPDriver(TorchSingleDriver):
             backend = self._backend or ("nccl" if self._device.type == "cuda" else "gloo")
             if self._device.type == "cuda":
                 torch.cuda.set_device(self._device)
-            dist.init_process_group(backend=backend, rank=self.comm.rank, world_size=self.comm.world_size)
+            dist.init_process_group(backend=backend, rank=self.comm.rank, world_size=self.comm.world_size,
+                                    timeout=timedelta(seconds=framework_timeout(self.comm.timeout)))
             atexit.register(_end_process_group)
         self._user_module.to(self._device)
         if not self._user_ddp:

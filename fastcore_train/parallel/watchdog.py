@@ -1,0 +1,190 @@
+"""The collective timeout, written once for every backend: heartbeats and a watchdog per rank.
+
+While ``Trainer.run`` trains data-parallel, every rank records where it is in a small table
+shared by the ranks of the machine (a memory-mapped file, one slot per rank: a progress point
+and the time it was reached). The Trainer marks the points every rank passes in the same order
+(a batch's training step, the stop decision after it, an epoch's end); evaluation batches only
+refresh the time. A watchdog thread per rank checks its own slot: when this rank has not moved
+for ``collective_timeout`` seconds (waiting for a peer in a collective, or stuck itself), it reads
+the table, names the ranks that are behind (those that did not arrive where the others are),
+says where this rank's main thread is, and ends the process with exit code 1 (``os._exit``:
+a thread cannot interrupt a collective). Every rank does the same, so no rank hangs.
+
+Frameworks with a timeout of their own (torch's process group, paddle's NCCL groups) get
+:func:`framework_timeout` as a backstop for collectives outside ``Trainer.run``; it is longer
+than ours so that ours, which names the rank, speaks first.
+"""
+from __future__ import annotations
+
+import logging
+import mmap
+import os
+import shutil
+import socket
+import struct
+import sys
+import tempfile
+import threading
+import time
+import traceback
+from typing import Any, Optional
+
+from fastcore_train.log import logger
+
+#: Exit code of a rank the watchdog ends.
+EXIT_CODE = 1
+#: Extra seconds a framework's own timeout gets over ``collective_timeout`` (see the module docstring).
+FRAMEWORK_MARGIN = 60.0
+
+_SLOT = struct.Struct("<qd")  # progress key, time (time.monotonic: one clock for every process of a machine)
+_PHASES = 8
+#: Progress points, in the order every rank passes them for a batch (see :func:`progress_key`).
+START, STEP, STOP_DECISION, EPOCH_END, EPOCH_STOP_DECISION, TRAIN_END = range(6)
+_PLACES = {START: "the start of training", STEP: "the training step of batch {b}",
+           STOP_DECISION: "the stop decision after batch {b}", EPOCH_END: "the end of the epoch after batch {b}",
+           EPOCH_STOP_DECISION: "the stop decision after the epoch ending with batch {b}",
+           TRAIN_END: "the end of training after batch {b}"}
+
+
+def framework_timeout(collective_timeout: float) -> float:
+    """The timeout to give a framework's own process group: ours plus :data:`FRAMEWORK_MARGIN`."""
+    return collective_timeout + FRAMEWORK_MARGIN
+
+
+def progress_key(batch: int, point: int) -> int:
+    """A number that grows as a rank moves on: ``batch`` (global, 1-based) and the point within it."""
+    return batch * _PHASES + point
+
+
+def describe(key: int) -> str:
+    """A progress key in words, e.g. "the stop decision after batch 4"."""
+    batch, point = divmod(key, _PHASES)
+    return _PLACES.get(point, "point {p} of batch {b}").format(b=batch, p=point)
+
+
+class Heartbeats:
+    """The ranks' shared table of (progress key, time): ``path`` is a file of ``world_size`` slots."""
+
+    def __init__(self, path: str, world_size: int, rank: int) -> None:
+        self.path, self.world_size, self.rank = path, world_size, rank
+        with open(path, "r+b") as file:
+            self._map = mmap.mmap(file.fileno(), _SLOT.size * world_size)
+        self._offset = rank * _SLOT.size
+        self.key = -1
+
+    @staticmethod
+    def create(path: str, world_size: int) -> None:
+        with open(path, "wb") as file:
+            file.write(b"\0" * _SLOT.size * world_size)
+
+    def beat(self, key: int) -> None:
+        """This rank reached progress point ``key`` now."""
+        self.key = key
+        _SLOT.pack_into(self._map, self._offset, key, time.monotonic())
+
+    def touch(self) -> None:
+        """This rank is busy and well (an evaluation batch): refresh the time only."""
+        _SLOT.pack_into(self._map, self._offset, self.key, time.monotonic())
+
+    def last_beat(self) -> float:
+        return _SLOT.unpack_from(self._map, self._offset)[1]
+
+    def read(self) -> list[tuple[int, float]]:
+        return [_SLOT.unpack_from(self._map, rank * _SLOT.size) for rank in range(self.world_size)]
+
+
+def laggards(table: list[tuple[int, float]]) -> list[int]:
+    """The ranks behind the others (a lower progress key than the most advanced rank's)."""
+    ahead = max(key for key, _ in table)
+    return [rank for rank, (key, _) in enumerate(table) if key < ahead]
+
+
+def diagnosis(rank: int, timeout: float, table: Optional[list[tuple[int, float]]], where: str) -> str:
+    """What the watchdog of ``rank`` says when it gives up: who did not arrive, and where this rank is."""
+    head = (f"[rank {rank}] collective timeout: this rank made no progress for {timeout:g} s "
+            f"(collective_timeout={timeout:g}).")
+    if table is None:
+        who = "The other ranks run on other machines, so this rank cannot tell which one is behind."
+    else:
+        behind = laggards(table)
+        now = time.monotonic()
+        if behind:
+            ahead = max(key for key, _ in table)
+            waiting = [r for r in range(len(table)) if r not in behind]
+            who = "; ".join(f"Rank {r} did not arrive: it is still at {describe(table[r][0])} "
+                            f"(reached {now - table[r][1]:.1f} s ago)" for r in behind)
+            who += (f"; rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} reached "
+                    f"{describe(ahead)}.")
+        else:
+            who = (f"Every rank reached {describe(table[0][0])}: none is behind at the Trainer's progress points, so "
+                   "a rank is stuck inside that step (its model call, backward, or user code); each rank's "
+                   "report says where its main thread is.")
+    return (f"{head} {who} This rank's main thread is at {where}. Ending the job (exit code {EXIT_CODE}); raise "
+            "collective_timeout if a step or an evaluation legitimately takes longer.")
+
+
+def _main_thread_place() -> str:
+    frame = sys._current_frames().get(threading.main_thread().ident)
+    if frame is None:
+        return "an unknown place"
+    last = traceback.extract_stack(frame)[-1]
+    return f"{last.filename}:{last.lineno} in {last.name}"
+
+
+class Watchdog:
+    """A daemon thread ending this process when its own heartbeat is older than ``timeout``."""
+
+    def __init__(self, heartbeats: Heartbeats, timeout: float, shared: bool, folder: Optional[str]) -> None:
+        self.heartbeats, self.timeout, self.shared, self.folder = heartbeats, timeout, shared, folder
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._watch, name="fastcore-train-collective-timeout", daemon=True)
+
+    def start(self) -> "Watchdog":
+        self.heartbeats.beat(progress_key(0, START))
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop watching (the end of ``Trainer.run``); the rank that made the table removes it."""
+        self._stopped.set()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
+
+    def _watch(self) -> None:
+        interval = min(1.0, self.timeout / 10)
+        while not self._stopped.wait(interval):
+            if time.monotonic() - self.heartbeats.last_beat() > self.timeout:
+                self._give_up()
+
+    def _give_up(self) -> None:
+        table = self.heartbeats.read() if self.shared else None
+        message = diagnosis(self.heartbeats.rank, self.timeout, table, _main_thread_place())
+        if logger.isEnabledFor(logging.ERROR) and logger.handlers:
+            logger.error(message)
+        else:
+            sys.stderr.write(message + "\n")
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(EXIT_CODE)
+
+
+def start_watchdog(comm: Any, timeout: float) -> Watchdog:
+    """Set up the shared heartbeats of ``comm``'s ranks (a collective: every rank calls it) and watch.
+
+    Rank 0 makes the table in a new temporary folder; the ranks learn its path and each other's
+    machine in one ``all_gather_object``. Ranks on several machines watch their own progress only.
+    """
+    folder = path = None
+    if comm.rank == 0:
+        folder = tempfile.mkdtemp(prefix="fastcore-train-heartbeats-")
+        path = os.path.join(folder, "heartbeats")
+        Heartbeats.create(path, comm.world_size)
+    gathered = comm.all_gather_object((socket.gethostname(), path))
+    shared = all(host == gathered[0][0] for host, _ in gathered)
+    if shared:
+        heartbeats = Heartbeats(gathered[0][1], comm.world_size, comm.rank)
+    else:  # a table of this rank alone
+        own = tempfile.mkdtemp(prefix="fastcore-train-heartbeats-")
+        Heartbeats.create(os.path.join(own, "heartbeats"), comm.world_size)
+        heartbeats, folder = Heartbeats(os.path.join(own, "heartbeats"), comm.world_size, comm.rank), own
+    return Watchdog(heartbeats, timeout, shared, folder).start()

@@ -1,0 +1,69 @@
+"""The collective-timeout watchdog, framework-free: a rank whose own progress stalls ends its process
+with exit code 1, naming the ranks behind it in the shared heartbeat table (real processes)."""
+from __future__ import annotations
+
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+from fastcore_train.parallel.watchdog import (STEP, STOP_DECISION, Heartbeats, describe, diagnosis, framework_timeout,
+                                              laggards, progress_key)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_progress_keys_order_the_points_of_a_batch_and_read_as_words():
+    assert progress_key(3, STEP) < progress_key(3, STOP_DECISION) < progress_key(4, STEP)
+    assert describe(progress_key(3, STOP_DECISION)) == "the stop decision after batch 3"
+    assert laggards([(progress_key(4, STEP), 0.0), (progress_key(3, STEP), 0.0), (progress_key(4, STEP), 0.0)]) == [1]
+    assert laggards([(progress_key(4, STEP), 0.0)] * 2) == []
+    assert framework_timeout(10) > 10  # the framework's own timeout never speaks before ours
+
+
+def test_when_no_rank_is_behind_the_report_says_so():
+    text = diagnosis(0, 5.0, [(progress_key(2, STEP), 0.0)] * 2, "x.py:1 in f")
+    assert "Every rank reached the training step of batch 2" in text and "x.py:1 in f" in text
+
+
+def test_a_waiting_rank_names_the_rank_that_did_not_arrive(tmp_path):
+    """Rank 0 reached the stop decision after batch 3 and waits; rank 1's slot stayed at the step of batch 3."""
+    table = tmp_path / "heartbeats"
+    Heartbeats.create(str(table), 2)
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from fastcore_train.parallel.watchdog import STEP, STOP_DECISION, Heartbeats, Watchdog, progress_key
+        behind = Heartbeats({str(table)!r}, 2, 1)
+        behind.beat(progress_key(3, STEP))
+        waiting = Heartbeats({str(table)!r}, 2, 0)
+        watchdog = Watchdog(waiting, timeout=1.0, shared=True, folder=None).start()
+        waiting.beat(progress_key(3, STOP_DECISION))
+        time.sleep(60)  # "waiting in a collective"
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 1
+    assert "[rank 0] collective timeout" in done.stderr
+    assert "Rank 1 did not arrive: it is still at the training step of batch 3" in done.stderr
+    assert "rank 0 reached the stop decision after batch 3" in done.stderr
+    assert "in <module>" in done.stderr  # where this rank's main thread is
+
+
+def test_a_rank_that_keeps_making_progress_is_never_ended(tmp_path):
+    table = tmp_path / "heartbeats"
+    Heartbeats.create(str(table), 1)
+    script = textwrap.dedent(f"""
+        import sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from fastcore_train.parallel.watchdog import Heartbeats, Watchdog
+        beats = Heartbeats({str(table)!r}, 1, 0)
+        watchdog = Watchdog(beats, timeout=0.5, shared=True, folder=None).start()
+        for _ in range(30):
+            time.sleep(0.1)
+            beats.touch()
+        watchdog.stop()
+        time.sleep(1)
+        print("finished")
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and "finished" in done.stdout, done.stderr

@@ -1,0 +1,108 @@
+"""Nothing hangs in data parallel: a stuck rank, a rank stopping alone, a rank dying without a Python
+error and SIGTERM, each with 2 real ranks on CPU, on every backend (see docs/reliability.md)."""
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from tests.distributed.launchers import BACKENDS, job_environment, run_job
+
+pytestmark = pytest.mark.distributed
+JOB = Path(__file__).parent / "jobs" / "hang_job.py"
+TIMEOUT = 8  # collective_timeout of the stuck-rank jobs: short, yet longer than any step under load
+
+
+def ranks_json(out: Path, world_size: int = 2) -> list[dict]:
+    return [json.loads((out / f"rank_{rank}.json").read_text()) for rank in range(world_size)]
+
+
+def everything_said(done: subprocess.CompletedProcess, backend, out: Path) -> str:
+    return done.stdout + done.stderr + backend.launcher_logs(out)
+
+
+@pytest.mark.parametrize("launcher", ["self", "framework"])
+def test_a_stuck_rank_ends_the_job_naming_it(backend_name, tmp_path, launcher):
+    backend = BACKENDS[backend_name]
+    started = time.monotonic()
+    done = run_job(backend, JOB, {"out": str(tmp_path), "hang_rank": 1, "hang_at": 3, "n_epochs": 50,
+                                  "collective_timeout": TIMEOUT},
+                   backend.launcher if launcher == "framework" else "self", timeout=240)
+    elapsed = time.monotonic() - started
+    said = everything_said(done, backend, tmp_path)
+    assert done.returncode != 0, said[-3000:]
+    assert "collective timeout" in said and "Rank 1 did not arrive" in said, said[-3000:]
+    assert not list(tmp_path.glob("rank_*.json")), "no rank may finish training"
+    assert elapsed < 150, f"the job took {elapsed:.0f} s to end"
+
+
+@pytest.mark.parametrize("stop_at, accumulation_steps, expected", [(3, 1, (3, 4)), (3, 2, (4,)), ("epoch", 1, (4,))])
+def test_one_rank_stopping_stops_every_rank_at_the_same_batch(backend_name, tmp_path, stop_at,
+                                                               accumulation_steps, expected):
+    """stop_training() on rank 1 alone (as EarlyStop or NanGuard may call it) stops both ranks after the
+    same batch: an optimizer step at which the ranks exchange requests (after batch 3, or at the latest
+    the epoch's end after batch 4; with accumulation_steps=2 the group ends with batch 4), or the epoch's
+    end. Without the exchange rank 0 would train on alone and wait for rank 1 forever."""
+    backend = BACKENDS[backend_name]
+    done = run_job(backend, JOB, {"out": str(tmp_path), "stop_rank": 1, "stop_at": stop_at,
+                                  "accumulation_steps": accumulation_steps}, timeout=180)
+    assert done.returncode == 0, everything_said(done, backend, tmp_path)[-3000:]
+    batches = [rank["batches"] for rank in ranks_json(tmp_path)]
+    assert batches[0] == batches[1] and batches[0] in expected, batches
+
+
+def test_the_collective_timeout_reaches_every_rank(backend_name, tmp_path):
+    backend = BACKENDS[backend_name]
+    done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 123.5}, timeout=180)
+    assert done.returncode == 0, everything_said(done, backend, tmp_path)[-3000:]
+    assert [rank["timeout"] for rank in ranks_json(tmp_path)] == [123.5, 123.5]
+
+
+def test_a_rank_killed_without_a_python_error_is_named_with_its_signal(backend_name, tmp_path):
+    backend = BACKENDS[backend_name]
+    started = time.monotonic()
+    done = run_job(backend, JOB, {"out": str(tmp_path), "kill_rank": 1, "kill_at": 3, "n_epochs": 50, "slow": True},
+                   timeout=180)
+    elapsed = time.monotonic() - started
+    said = everything_said(done, backend, tmp_path)
+    assert done.returncode != 0
+    # ours: "rank 1 (pid 123) was killed by SIGKILL"; mpirun's (jittor): "...process rank 1 ... exited on signal 9 (Killed)"
+    assert re.search(r"rank 1 \(pid \d+\) was killed by SIGKILL|rank 1 with PID \d+ .*exited on signal 9", said), \
+        said[-3000:]
+    assert not list(tmp_path.glob("rank_*.json"))
+    assert elapsed < 120, f"the job took {elapsed:.0f} s to end"
+
+
+def test_sigterm_stops_every_rank_at_the_same_batch_with_an_exception_checkpoint(backend_name, tmp_path):
+    """SIGTERM to the process the user started (what ``timeout`` and schedulers do) acts as Ctrl-C on
+    every rank: on_exception runs on each, after the same batch, and the exception checkpoint is saved."""
+    backend = BACKENDS[backend_name]
+    checkpoints = tmp_path / "checkpoints"
+    config = {"backend": backend.name, "out": str(tmp_path), "device": ["cpu", "cpu"], "world_size": 2,
+              "n_epochs": 100000, "slow": True, "announce": True, "checkpoints": str(checkpoints)}
+    job = subprocess.Popen(backend.command(JOB, config, "self", 2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, start_new_session=True, env=job_environment())
+    try:
+        assert "TRAINING" in job.stdout.readline()
+        time.sleep(3)  # let every rank train a few batches
+        job.send_signal(signal.SIGTERM)  # to the process the user started only
+        _, stderr = job.communicate(timeout=90)
+    finally:
+        if job.poll() is None:
+            os.killpg(job.pid, signal.SIGKILL)
+    assert job.returncode != 0
+    exceptions = [json.loads((tmp_path / f"rank_{rank}.exception").read_text()) for rank in range(2)]
+    assert [e["type"] for e in exceptions] == ["TrainingTerminated"] * 2, stderr[-3000:]
+    assert exceptions[0]["batches"] == exceptions[1]["batches"] > 0
+    saved = list(checkpoints.glob("*/exception_TrainingTerminated/meta.json"))
+    assert len(saved) == 1, (list(checkpoints.rglob("*")), stderr[-3000:])
+    assert json.loads(saved[0].read_text())["world_size"] == 2
+    time.sleep(1)
+    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+    assert leftover == [], "no orphan process may survive"
