@@ -65,12 +65,25 @@ def _count(number: int) -> str:
     return str(number)
 
 
+def named_children(module: Any) -> list[tuple[str, Any]]:
+    """A module's direct submodules with their names: every framework here spells it
+    ``named_children()``, so a backend's ``modules`` part defines it only to differ."""
+    return list(module.named_children())
+
+
+def torch_style_parameter_facts(module: Any) -> list[tuple[int, int, bool, int]]:
+    """``(identity, values, trainable, bytes)`` per parameter, for frameworks whose parameters
+    answer ``numel()``, ``requires_grad`` and ``element_size()`` as torch's do (torch, oneflow)."""
+    return [(id(p), p.numel(), bool(p.requires_grad), p.numel() * p.element_size()) for p in module.parameters()]
+
+
 def summarize(model: Any, max_depth: int = 1) -> ModelSummary:
     """The summary of ``model`` (a module of any registered framework), rows down to ``max_depth``
     levels of submodules (1: the direct children)."""
     if not isinstance(max_depth, int) or max_depth < 0:
         raise ValueError(f"max_depth must be an int >= 0, got {max_depth!r}.")
     modules = backend_part(model, "modules")
+    children = getattr(modules, "named_children", named_children)
     summary = ModelSummary(model_kind=type(model).__name__)
     seen: set[int] = set()
     for identity, numel, trainable, nbytes in modules.parameter_facts(model):
@@ -83,7 +96,7 @@ def summarize(model: Any, max_depth: int = 1) -> ModelSummary:
     def visit(module: Any, prefix: str, depth: int) -> None:
         if depth > max_depth:
             return
-        for name, child in modules.named_children(module):
+        for name, child in children(module):
             facts = {identity: (numel, trainable) for identity, numel, trainable, _ in modules.parameter_facts(child)}
             summary.rows.append(SummaryRow(
                 name=f"{prefix}{name}", kind=type(child).__name__, depth=depth,
