@@ -24,15 +24,20 @@ from fastcore_train.parallel.watchdog import framework_timeout
 
 
 def _end_process_group() -> None:
-    """At exit, destroy the group we created, then let gloo's worker threads release their work.
+    """At exit, destroy the group we created, then let gloo's worker threads release their work."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+    _let_gloo_threads_finish()
+
+
+def _let_gloo_threads_finish() -> None:
+    """At exit, give gloo's worker threads the GIL once more (also for a group the user created).
 
     Releasing a finished work drops its tensors, which needs the GIL; a gloo thread asking for it
     while the interpreter finalizes aborts the process ("terminate called without an active
     exception", exit -6) after training succeeded.
     """
-    if dist.is_initialized():
-        dist.destroy_process_group()
-    time.sleep(0.05)  # releases the GIL for those threads
+    time.sleep(0.05)
 
 
 _MethodDispatch = method_dispatch_class(torch.nn.Module, __name__)
@@ -72,6 +77,8 @@ class TorchDDPDriver(TorchSingleDriver):
             dist.init_process_group(backend=backend, rank=self.comm.rank, world_size=self.comm.world_size,
                                     timeout=timedelta(seconds=framework_timeout(self.comm.timeout)))
             atexit.register(_end_process_group)
+        else:  # the user's group stays theirs to destroy
+            atexit.register(_let_gloo_threads_finish)
         self._user_module.to(self._device)
         if not self._user_ddp:
             self.model = self.wrap_model(_MethodDispatch(self._user_module))
