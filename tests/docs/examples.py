@@ -54,7 +54,12 @@ class Block:
 
     @property
     def where(self) -> str:
-        return f"{self.page.relative_to(ROOT)}:{self.line}"
+        return f"{_shown(self.page)}:{self.line}"
+
+
+def _shown(path: Path) -> str:
+    """``path`` relative to the checkout when it is inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
 
 
 def pages() -> list[Path]:
@@ -156,7 +161,7 @@ class Chain:
         if setup:   # imported, so its own tracebacks name its file; needs the checkout on PYTHONPATH
             pieces.append((f"tests/docs/setups/{setup}.py", 1, f"from tests.docs.setups.{setup} import *\n"))
         for block in self.blocks:
-            pieces.append((str(block.page.relative_to(ROOT)), block.line + 1, block.code))
+            pieces.append((_shown(block.page), block.line + 1, block.code))
         text, origin = [], []
         for source, first, code in pieces:
             for offset, line in enumerate(code.rstrip("\n").split("\n")):
@@ -210,7 +215,7 @@ def main() -> None:
                 counts["UNMARKED"] += 1
         if counts:
             totals.update(counts)
-            print(f"{str(page.relative_to(ROOT)):32} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+            print(f"{_shown(page):32} " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
     print(f"{'total':32} " + ", ".join(f"{k} {v}" for k, v in sorted(totals.items())) + f" ({sum(totals.values())} blocks)")
 
 
