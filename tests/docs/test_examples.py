@@ -79,8 +79,9 @@ def test_example_runs(chain: examples.Chain, tmp_path: Path) -> None:
     script, origin = chain.script()
     path = tmp_path / "example.py"
     path.write_text(script, encoding="utf-8")
-    env = dict(os.environ, MPLBACKEND="Agg",
-               PYTHONPATH=os.pathsep.join(filter(None, [str(examples.ROOT), os.environ.get("PYTHONPATH")])))
+    # One thread per process: the examples are tiny, and CI machines are small and shared.
+    env = {"OMP_NUM_THREADS": "1", **os.environ, "MPLBACKEND": "Agg",
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(examples.ROOT), os.environ.get("PYTHONPATH")]))}
     process = subprocess.Popen([sys.executable, path.name], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
                                stderr=subprocess.STDOUT, text=True, start_new_session=True)
     try:
