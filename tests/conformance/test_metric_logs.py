@@ -147,7 +147,7 @@ def test_the_logs_and_checkpoints_of_one_run_share_one_run_folder(harness, tmp_p
     files = {p.name for p in (tmp_path / "logs" / run).iterdir()}
     assert {"train_metrics.csv", "evaluate_metrics.csv"} <= files
     assert any(name.startswith("events.out.tfevents") for name in files)
-    assert curves.path == tmp_path / "checkpoints" / run / "curves.png" and curves.path.is_file()
+    assert curves.path == Path("checkpoints", run, "curves.png") and curves.path.is_file()
 
     # The next Trainer is another run: a new folder name, again shared by its callbacks.
     later_csv, later_board = CSVLoggerCallback("logs"), TensorBoardCallback("logs")
