@@ -10,8 +10,6 @@ import importlib
 import inspect
 import os
 import re
-import signal
-import subprocess
 import sys
 from collections import Counter
 from pathlib import Path
@@ -19,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tests.docs import examples
+from tests.processes import run_process_tree
 
 TIMEOUT_S = 600
 _RAW_FENCE = re.compile(r"^\s*(```+|~~~+)\s*(python3?|py)\b", re.I)
@@ -75,25 +74,34 @@ def test_a_block_without_marker_is_refused(tmp_path: Path) -> None:
         examples.classify(second)
 
 
-def test_example_runs(chain: examples.Chain, tmp_path: Path) -> None:
+def run_chain(chain: examples.Chain, folder: Path) -> tuple[int, str]:
+    """Run ``chain`` as ``folder/example.py`` in a fresh interpreter; its exit code and output,
+    tracebacks pointing at the page."""
     script, origin = chain.script()
-    path = tmp_path / "example.py"
+    path = folder / "example.py"
     path.write_text(script, encoding="utf-8")
     # One thread per process: the examples are tiny, and CI machines are small and shared.
     env = {"OMP_NUM_THREADS": "1", **os.environ, "MPLBACKEND": "Agg",
            "PYTHONPATH": os.pathsep.join(filter(None, [str(examples.ROOT), os.environ.get("PYTHONPATH")]))}
-    process = subprocess.Popen([sys.executable, path.name], cwd=tmp_path, env=env, stdout=subprocess.PIPE,
-                               stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    try:
-        output, _ = process.communicate(timeout=TIMEOUT_S)
-    except subprocess.TimeoutExpired:
-        os.killpg(process.pid, signal.SIGKILL)
-        output, _ = process.communicate()
-        pytest.fail(f"{chain.id} ({chain.env}) did not finish in {TIMEOUT_S} s:\n{output[-4000:]}")
-    if process.returncode != 0:
-        output = examples.relabel_traceback(output, path, origin)
+    process = run_process_tree([sys.executable, path.name], TIMEOUT_S, env=env, cwd=str(folder))
+    return process.returncode, examples.relabel_traceback(process.stdout + process.stderr, path, origin)
+
+
+def test_example_runs(chain: examples.Chain, tmp_path: Path) -> None:
+    returncode, output = run_chain(chain, tmp_path)
+    if returncode != 0:
         pages = ", ".join(block.where for block in chain.blocks)
-        pytest.fail(f"the docs example at {pages} ({chain.env}) exited with {process.returncode}:\n{output[-6000:]}")
+        pytest.fail(f"the docs example at {pages} ({chain.env}) exited with {returncode}:\n{output[-6000:]}")
+
+
+def test_a_failing_block_is_reported_at_its_page_line(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- example: core -->\n```python\nvalue = 1\n```\n\n"
+                    "<!-- example: core, continue -->\n```python\nassert value == 1\nraise ValueError('boom')\n```\n")
+    blocks = [examples.classify(block) for block in examples.read_blocks(page)]
+    (chain,) = examples.chains(blocks)
+    returncode, output = run_chain(chain, tmp_path)
+    assert returncode == 1 and f'File "{page}", line 9' in output and "ValueError: boom" in output
 
 
 def _resolve(dotted: str):
@@ -130,3 +138,12 @@ def test_signature_matches(signature_block: examples.Block) -> None:
         f"{signature_block.where}: the page shows {[n for n, _ in shown]}, {signature_block.argument} takes {[n for n, _ in real]}"
     for (name, documented), (_, default) in zip(shown, real):
         assert documented == default, f"{signature_block.where}: {name} defaults to {default!r}, the page says {documented!r}"
+
+
+def test_a_wrong_signature_is_caught(tmp_path: Path) -> None:
+    page = tmp_path / "page.md"
+    page.write_text("<!-- example: signature: fastcore_train.Evaluator -->\n```python\n"
+                    "Evaluator(model, dataloaders, metrics=None, driver='auto', device='cuda')\n```\n")
+    (block,) = [examples.classify(block) for block in examples.read_blocks(page)]
+    with pytest.raises(AssertionError, match="the page shows"):
+        test_signature_matches(block)
