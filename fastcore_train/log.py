@@ -91,9 +91,13 @@ def set_rank(rank: int, world_size: int, all_ranks: Optional[bool] = None) -> No
     for handler in list(logger.handlers):
         base = getattr(handler, _BASE_PATH_ATTRIBUTE, None)
         if base is not None and log_file_for_rank(base, _RankState.rank).resolve() != Path(handler.baseFilename):
-            # Added before the rank was known: move it to this rank's own file.
+            # Added before the rank was known: move it to this rank's own file, and remove the
+            # file opened under the wrong name if it was ours and is still empty.
             logger.removeHandler(handler)
             handler.close()
+            wrong = Path(handler.baseFilename)
+            if getattr(handler, _CREATED_ATTRIBUTE, False) and wrong.is_file() and wrong.stat().st_size == 0:
+                wrong.unlink()
             add_log_file(base, handler.level, handler.mode)
             continue
         handler.setFormatter(_format(_RankState.rank, _RankState.world_size))
@@ -117,20 +121,25 @@ def log_file_for_rank(path: Union[str, Path], rank: int) -> Path:
 
 
 _BASE_PATH_ATTRIBUTE = "fastcore_train_base_path"
+_CREATED_ATTRIBUTE = "fastcore_train_created_file"
 
 
 def add_log_file(path: Union[str, Path], level: Union[int, str] = "INFO", mode: str = "a") -> Path:
     """Also write this process's log to ``path`` (per rank, see :func:`log_file_for_rank`).
 
     The file gets the lines this rank logs (its level, see the module docstring) that are at
-    least ``level``; adding the same file twice adds it once. Returns the file written.
+    least ``level``; adding the same file twice adds it once. The file exists once this returns
+    (empty until a line is logged), so a script can check it or point a viewer at it. Returns the
+    file written.
     """
     target = log_file_for_rank(path, _RankState.rank).resolve()
     for handler in logger.handlers:
         if isinstance(handler, logging.FileHandler) and Path(handler.baseFilename) == target:
             return target
     target.parent.mkdir(parents=True, exist_ok=True)
-    handler = logging.FileHandler(target, mode=mode, encoding="utf-8", delay=True)
+    existed = target.exists()
+    handler = logging.FileHandler(target, mode=mode, encoding="utf-8")
+    setattr(handler, _CREATED_ATTRIBUTE, not existed)
     handler.setLevel(level.upper() if isinstance(level, str) else level)
     handler.setFormatter(_format(_RankState.rank, _RankState.world_size))
     setattr(handler, _BASE_PATH_ATTRIBUTE, Path(path))

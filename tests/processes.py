@@ -9,12 +9,12 @@ from typing import Optional
 import pytest
 
 
-def run_process_tree(command: list[str], timeout: float, env: Optional[dict[str, str]] = None
-                     ) -> subprocess.CompletedProcess:
+def run_process_tree(command: list[str], timeout: float, env: Optional[dict[str, str]] = None,
+                     cwd: Optional[str] = None) -> subprocess.CompletedProcess:
     """Run ``command`` to its end in a session of its own; on timeout kill every process it started
     (ranks, launchers, compilers) and fail the test with its last output."""
     job = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                           start_new_session=True, env=env)
+                           start_new_session=True, env=env, cwd=cwd)
     try:
         stdout, stderr = job.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:

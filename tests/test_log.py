@@ -63,3 +63,19 @@ def test_set_log_level_wins_over_the_rank_default():
     assert log.logger.getEffectiveLevel() == logging.ERROR
     with pytest.raises(ValueError, match="not a logging level"):
         log.set_log_level("chatty")
+
+
+def test_a_log_file_exists_as_soon_as_it_is_added_and_a_wrong_guess_leaves_nothing(tmp_path):
+    log.set_rank(0, 1)
+    written = log.add_log_file(tmp_path / "logs" / "train.log")
+    assert written.is_file() and written.read_text() == ""
+    # Added while the process still looked like rank 0; it turns out to be rank 1 and logged nothing.
+    log.set_rank(1, 2)
+    assert not written.exists() and (tmp_path / "logs" / "train.rank1.log").is_file()
+    # A file that was there before is never removed.
+    log.remove_log_files()
+    log.set_rank(0, 1)
+    (tmp_path / "kept.log").write_text("")
+    log.add_log_file(tmp_path / "kept.log")
+    log.set_rank(1, 2)
+    assert (tmp_path / "kept.log").is_file()

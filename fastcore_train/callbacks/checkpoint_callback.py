@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
+from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.events.callback import Callback
@@ -19,7 +20,8 @@ SAVE_OBJECTS = ("model", "checkpoint", "trainer")
 class CheckpointCallback(Callback):
     """Save to ``folder/<run timestamp>/<name>`` where name is
 
-    - ``epoch_{e}-batch_{b}`` every ``every_n_epochs`` epochs / ``every_n_batches`` batches,
+    - ``epoch_{e}-batch_{b}`` every ``every_n_epochs`` epochs / ``every_n_batches`` batches (``e``
+      counts from 1: the epoch batch ``b`` belongs to, mid-epoch as at its end),
     - ``last`` at the end of every epoch when ``last=True`` (replaced each time),
     - ``epoch_{e}-batch_{b}-{monitor}_{value}`` for the ``topk`` best evaluations (others deleted),
       with the evaluation results beside it in ``evaluate_results.json``,
@@ -75,7 +77,7 @@ class CheckpointCallback(Callback):
         if blocker is not None:  # found now, not at the first save many batches in
             raise ValueError(f"CheckpointCallback cannot write to {str(self.folder)!r}: {str(blocker)!r} "
                              "is a file, not a folder. Pass a folder path (new or existing).")
-        self.run_folder = new_run_folder(self.folder, driver)
+        self.run_folder = new_run_folder(self.folder, driver, trainer)
 
     def on_train_batch_end(self, trainer: Any) -> None:
         if self.every_n_batches and trainer.global_forward_batches % self.every_n_batches == 0:
@@ -131,7 +133,8 @@ class CheckpointCallback(Callback):
 
     @staticmethod
     def _position(trainer: Any) -> str:
-        return f"epoch_{trainer.cur_epoch_idx}-batch_{trainer.global_forward_batches}"
+        """``epoch_{e}-batch_{b}``: e is the 1-based epoch the last batch belongs to, for every schedule."""
+        return f"epoch_{current_epoch(trainer)}-batch_{trainer.global_forward_batches}"
 
     def _save(self, trainer: Any, name: str, results: Optional[dict] = None) -> None:
         target = self.run_folder / name

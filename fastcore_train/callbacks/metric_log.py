@@ -97,7 +97,7 @@ class MetricLogCallback(Callback):
 
     # ------------------------------------------------------------------ events
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
-        self.run_folder = new_run_folder(self.folder, driver) if self.run_subfolder else self.folder
+        self.run_folder = new_run_folder(self.folder, driver, trainer) if self.run_subfolder else self.folder
         self._writes = driver.comm.is_global_zero()
 
     def on_train_begin(self, trainer: Any) -> None:

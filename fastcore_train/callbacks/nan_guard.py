@@ -60,7 +60,7 @@ class NanGuardCallback(Callback):
             loss_text = str(next(iter(bad.values())))
         saved = ""
         if self.folder is not None:
-            target = self.folder / f"nonfinite_loss-epoch_{epoch}-batch_{trainer.global_forward_batches}"
+            target = self.folder / f"nonfinite_loss-epoch_{epoch + 1}-batch_{trainer.global_forward_batches}"
             trainer.save_checkpoint(target, only_state_dict=self.only_state_dict)
             self.saved_to = target
             saved = (f" They were saved to {str(target)!r}; continue from there with "

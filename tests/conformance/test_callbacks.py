@@ -58,8 +58,8 @@ def test_checkpoint_callback_saves_models_by_default(harness, tmp_path):
     trainer, _ = scripted_trainer(harness, [0.1, 0.2], [saver])
     trainer.run(num_eval_sanity_batch=0)
     suffix = trainer.driver.io.model_file_suffix
-    assert sorted(p.name for p in saver.run_folder.iterdir()) == ["epoch_0-batch_3", "epoch_1-batch_6"]
-    assert [p.name for p in (saver.run_folder / "epoch_0-batch_3").iterdir()] == [f"model{suffix}"]
+    assert sorted(p.name for p in saver.run_folder.iterdir()) == ["epoch_1-batch_3", "epoch_2-batch_6"]
+    assert [p.name for p in (saver.run_folder / "epoch_1-batch_3").iterdir()] == [f"model{suffix}"]
 
 
 def test_checkpoint_callback_on_exception(harness, tmp_path):
@@ -102,3 +102,24 @@ def test_callbacks_need_a_monitor(harness):
     with pytest.raises(ValueError, match="EarlyStopCallback needs a monitor"):
         Trainer(model, harness.make_dataloader(x, y, 4), harness.make_sgd(model, 0.1), driver=harness.driver_name,
                 progress_bar=None, callbacks=[EarlyStopCallback()])
+
+
+def test_checkpoint_names_count_epochs_from_1_on_every_schedule(harness, tmp_path):
+    by_batches = CheckpointCallback(tmp_path / "batches", every_n_batches=2)
+    by_epochs = CheckpointCallback(tmp_path / "epochs", every_n_epochs=1)
+    best = CheckpointCallback(tmp_path / "best", topk=-1)
+    x, y = make_data(16)
+    model = harness.make_model(initial_weights())
+    trainer = Trainer(model, harness.make_dataloader(x, y, 4), harness.make_sgd(model, 0.1),
+                      driver=harness.driver_name, n_epochs=2, progress_bar=None,
+                      evaluate_dataloaders=harness.make_dataloader(x, y, 16),
+                      metrics={"s": ScriptedScore([0.1, 0.2, 0.3, 0.4])}, evaluate_every=2, monitor="score",
+                      callbacks=[by_batches, by_epochs, best])
+    trainer.run(num_eval_sanity_batch=0)
+    assert by_batches.run_folder.name == by_epochs.run_folder.name == best.run_folder.name
+    assert sorted(p.name for p in by_batches.run_folder.iterdir()) == [
+        "epoch_1-batch_2", "epoch_1-batch_4", "epoch_2-batch_6", "epoch_2-batch_8"]
+    assert sorted(p.name for p in by_epochs.run_folder.iterdir()) == ["epoch_1-batch_4", "epoch_2-batch_8"]
+    assert sorted(p.name for p in best.run_folder.iterdir()) == [
+        "epoch_1-batch_2-score-s_0.1", "epoch_1-batch_4-score-s_0.2",
+        "epoch_2-batch_6-score-s_0.3", "epoch_2-batch_8-score-s_0.4"]

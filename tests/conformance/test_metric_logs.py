@@ -132,3 +132,24 @@ def test_curves_default_to_the_checkpoint_folder(harness, tmp_path, monkeypatch)
     build(harness, [curves, saver], n_epochs=1).run(num_eval_sanity_batch=0)
     assert curves.path == saver.run_folder / "curves.png" and curves.path.is_file()
     assert not (tmp_path / "logs").exists()
+
+
+def test_the_logs_and_checkpoints_of_one_run_share_one_run_folder(harness, tmp_path, monkeypatch):
+    from fastcore_train import CheckpointCallback
+    monkeypatch.chdir(tmp_path)
+    csv_log = CSVLoggerCallback("logs", log_every_n_batches=4)
+    board = TensorBoardCallback("logs", log_every_n_batches=4)
+    curves = CurvePlotCallback(log_every_n_batches=4)
+    saver = CheckpointCallback("checkpoints", last=True)
+    build(harness, [csv_log, board, curves, saver], n_epochs=1).run(num_eval_sanity_batch=0)
+    run = saver.run_folder.name
+    assert [p.name for p in (tmp_path / "logs").iterdir()] == [run]
+    files = {p.name for p in (tmp_path / "logs" / run).iterdir()}
+    assert {"train_metrics.csv", "evaluate_metrics.csv"} <= files
+    assert any(name.startswith("events.out.tfevents") for name in files)
+    assert curves.path == Path("checkpoints", run, "curves.png") and curves.path.is_file()
+
+    # The next Trainer is another run: a new folder name, again shared by its callbacks.
+    later_csv, later_board = CSVLoggerCallback("logs"), TensorBoardCallback("logs")
+    build(harness, [later_csv, later_board], n_epochs=1).run(num_eval_sanity_batch=0)
+    assert later_csv.run_folder == later_board.run_folder != csv_log.run_folder

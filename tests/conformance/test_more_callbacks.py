@@ -165,7 +165,7 @@ def test_nan_guard_stops_before_the_bad_batch_and_keeps_usable_checkpoints(harne
     assert_weights_close(harness.get_weights(model), harness.get_weights(expected))
 
     # Both the guard's checkpoint and CheckpointCallback's last one (batch 4) load and resume.
-    for folder in (guard.saved_to, saver.run_folder / "epoch_0-batch_4"):
+    for folder in (guard.saved_to, saver.run_folder / "epoch_1-batch_4"):
         fresh = harness.make_model(initial_weights(seed=3))
         resumed = Trainer(fresh, harness.make_dataloader(x, y, 8), harness.make_sgd(fresh, 0.1),
                           driver=harness.driver_name, n_epochs=1, progress_bar=None)

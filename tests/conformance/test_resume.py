@@ -71,10 +71,10 @@ def test_resume_from_a_checkpoint_callback_folder(harness, tmp_path):
     trainer, _ = build_run(harness, 0, losses, [saver, SaveAndStop(12, tmp_path / "ignored")], n_epochs=2)
     with pytest.raises(StopRun):
         trainer.run(num_eval_sanity_batch=0)
-    assert sorted(p.name for p in saver.run_folder.iterdir()) == ["epoch_0-batch_5", "epoch_1-batch_10"]
+    assert sorted(p.name for p in saver.run_folder.iterdir()) == ["epoch_1-batch_5", "epoch_2-batch_10"]
 
     trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0, resume_from=saver.run_folder / "epoch_1-batch_10")
+    trainer.run(num_eval_sanity_batch=0, resume_from=saver.run_folder / "epoch_2-batch_10")
     assert losses == straight_losses
     assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
 
