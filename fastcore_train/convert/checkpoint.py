@@ -27,7 +27,7 @@ from fastcore_train import checkpoint as ckpt
 from fastcore_train.callbacks.lr_scheduler import LR_POSITION
 from fastcore_train.controllers.checkpoint_checks import OPTIMIZERS_KEY
 from fastcore_train.convert import optimizer_state as optim
-from fastcore_train.convert.layout import Layout, UnmappableLayerError, parameter_order
+from fastcore_train.convert.layout import Layout, UnmappableLayerError, layout_tensors, parameter_order
 from fastcore_train.convert.neutral_file import write_neutral_file
 from fastcore_train.convert.weights import LAYERS_KEY, from_neutral, to_neutral
 from fastcore_train.drivers.registry import all_backends, get_backend, load_backend_part
@@ -160,7 +160,10 @@ def convert_checkpoint(src: os.PathLike, dst: os.PathLike, to: str, weights_only
                                   "weights_only=True.")
         saved = reader.read_optimizers(ckpt.require_file(folder / f"{ckpt.TRAINING_STATE_STEM}{suffix}",
                                                          "optimizer state"), classes)
-        source_order, target_order = parameter_order(layout, reader.tensor_specs), parameter_order(layout, writer.tensor_specs)
+        source_order = parameter_order(layout, reader.tensor_specs, getattr(reader, "OPTIMIZER_COVERS_BUFFERS", False))
+        target_order = parameter_order(layout, writer.tensor_specs, getattr(writer, "OPTIMIZER_COVERS_BUFFERS", False))
+        target_names = {neutral: name for name, neutral, _ in layout_tensors(layout, writer.tensor_specs)}
+        shapes = [tuple(state[target_names[name]].shape) for name in target_order]
         for optimizer in saved:
             moved = optim.to_neutral(optimizer, source_order, layout, reader.tensor_specs)
             optimizers.append(optim.from_neutral(moved, target_order, layout, writer.tensor_specs))
@@ -178,7 +181,7 @@ def convert_checkpoint(src: os.PathLike, dst: os.PathLike, to: str, weights_only
         staging.mkdir(parents=True)
         writer.write_model(state, staging / f"{ckpt.MODEL_STEM}{target_suffix}")
         if not weights_only:
-            writer.write_optimizers(optimizers, staging / f"{ckpt.TRAINING_STATE_STEM}{target_suffix}")
+            writer.write_optimizers(optimizers, staging / f"{ckpt.TRAINING_STATE_STEM}{target_suffix}", shapes)
             shutil.copyfile(folder / ckpt.TRAINER_STATE_FILE, staging / ckpt.TRAINER_STATE_FILE)
             ckpt.write_json(staging / ckpt.CALLBACK_STATE_FILE, callback_states)
             for name, rank_state in rank_states.items():

@@ -50,12 +50,18 @@ def rnn_tensor_names(info: dict[str, Any]) -> list[str]:
     return names
 
 
+def affine_info(module: Any) -> dict[str, Any]:
+    """The info of a layer whose weight or bias may be absent (``bias=False``, ``affine=False``):
+    ``{"weight": False}``/``{"bias": False}`` for each that is not a tensor."""
+    return {name: False for name in ("weight", "bias") if not hasattr(getattr(module, name, None), "shape")}
+
+
 def torch_style_specs(kind: str, info: dict[str, Any], batch_count: bool = True) -> list[TensorSpec]:
     """The tensors of a ``kind`` layer as torch names them (the neutral names themselves); jittor
     and oneflow name them alike. ``batch_count``: batch norm keeps ``num_batches_tracked``."""
     if kind in RNN_KINDS:
         return [TensorSpec(name, name) for name in rnn_tensor_names(info)]
-    specs = [TensorSpec("weight", "weight")]
+    specs = [TensorSpec("weight", "weight")] if info.get("weight", True) else []
     if info.get("bias", True) and kind != "embedding":
         specs.append(TensorSpec("bias", "bias"))
     if kind == "batch_norm":
@@ -118,8 +124,11 @@ def layout_tensors(layout: Layout, specs: Callable[[str, dict[str, Any]], list[T
             for path, kind, info in layout for spec in specs(kind, info)]
 
 
-def parameter_order(layout: Layout, specs: Callable[[str, dict[str, Any]], list[TensorSpec]]) -> list[str]:
+def parameter_order(layout: Layout, specs: Callable[[str, dict[str, Any]], list[TensorSpec]],
+                    with_buffers: bool = False) -> list[str]:
     """The neutral names of the trained parameters in the order ``model.parameters()`` gives
     them (what optimizers' states are keyed by): layers in module order, then the layer's own
-    order, buffers and aliases left out."""
-    return [neutral for _, neutral, spec in layout_tensors(layout, specs) if not spec.buffer and spec.alias_of is None]
+    order; aliases left out, and buffers too unless the framework's ``parameters()`` lists them
+    (``with_buffers``: jittor's does)."""
+    return [neutral for _, neutral, spec in layout_tensors(layout, specs)
+            if (with_buffers or not spec.buffer) and spec.alias_of is None]

@@ -65,6 +65,8 @@ def to_neutral(optimizer: NeutralOptimizer, order: list[str], layout: Layout,
                 f"The {optimizer.class_name} state has parameter #{index}, but the model has {len(order)} mapped "
                 "parameters: the optimizer was not built over model.parameters(), which the converter needs.")
         name = order[index]
+        if not arrays:
+            continue  # a buffer the framework lists among parameters (jittor): it has no state
         slots[name] = {key: value.T if transposed[name] else value for key, value in arrays.items()}
     return replace(optimizer, slots=slots)
 

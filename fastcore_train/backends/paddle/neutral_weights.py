@@ -17,7 +17,7 @@ import numpy as np
 import paddle
 
 from fastcore_train.backends.paddle.persistence import PaddlePersistence, FORMAT, load_file
-from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, rnn_tensor_names
+from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, affine_info, rnn_tensor_names
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
@@ -41,7 +41,7 @@ def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
                 if getattr(module, "proj_size", 0) or len(module.state_dict()) != 8 * module.num_layers * module.num_directions:
                     return None  # projections and bias-free RNNs are not mapped
                 return kind, {"num_layers": module.num_layers, "bidirectional": module.num_directions == 2}
-            return kind, {} if getattr(module, "bias", None) is not None else {"bias": False}
+            return kind, affine_info(module)
     return None
 
 
@@ -54,7 +54,7 @@ def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
             cell = ("cell_bw" if reverse else "cell_fw") if info.get("bidirectional") else "cell"
             specs.append(TensorSpec(f"{layer}.{cell}.{base}", name, alias_of=name))
         return specs
-    specs = [TensorSpec("weight", "weight", transpose=kind == "linear")]
+    specs = [TensorSpec("weight", "weight", transpose=kind == "linear")] if info.get("weight", True) else []
     if info.get("bias", True) and kind != "embedding":
         specs.append(TensorSpec("bias", "bias"))
     if kind == "batch_norm":
@@ -107,7 +107,7 @@ def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     return result
 
 
-def write_optimizers(optimizers: list[NeutralOptimizer], path: Path) -> None:
+def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
     """A paddle training-state file (``persistence.py``'s format). Adam's step count is written as
     such; loading turns it into the optimizer's beta powers with its own betas."""
     states = []

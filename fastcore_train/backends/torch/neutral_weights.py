@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
-from fastcore_train.convert.layout import TensorSpec, torch_style_specs
+from fastcore_train.convert.layout import TensorSpec, affine_info, torch_style_specs
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
@@ -33,7 +33,7 @@ def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
                 if getattr(module, "proj_size", 0) or not module.bias:
                     return None  # projections and bias-free RNNs are not mapped
                 return kind, {"num_layers": module.num_layers, "bidirectional": module.bidirectional}
-            return kind, {} if getattr(module, "bias", None) is not None else {"bias": False}
+            return kind, affine_info(module)
     return None
 
 
@@ -77,7 +77,7 @@ def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     return result
 
 
-def write_optimizers(optimizers: list[NeutralOptimizer], path: Path) -> None:
+def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
     """A torch training-state file; the hyperparameters (param_groups) are taken from the
     optimizer the state is loaded into (see ``persistence.py``)."""
     states = []

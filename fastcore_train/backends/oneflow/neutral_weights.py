@@ -1,0 +1,99 @@
+"""oneflow's side of the neutral weights format (:mod:`fastcore_train.convert`).
+
+oneflow follows torch: the same layer names, layouts (Linear ``[out, in]``) and gate orders.
+Optimizer states: SGD's ``momentum_buf``, Adam's ``exp_avg``/``exp_avg_sq`` per parameter and one
+``step`` count for the optimizer (torch keeps one per parameter).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+import oneflow as flow
+
+from fastcore_train.backends.oneflow.persistence import OneflowPersistence, load_file
+from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, affine_info, torch_style_specs
+from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
+from fastcore_train.drivers.precision import GRAD_SCALER_KEY
+
+#: The model file name's suffix in a checkpoint.
+MODEL_SUFFIX = OneflowPersistence.model_file_suffix
+_nn = flow.nn
+LAYERS = ((_nn.Linear, "linear"), (_nn.Conv1d, "conv1d"), (_nn.Conv2d, "conv2d"), (_nn.Embedding, "embedding"),
+          (_nn.LayerNorm, "layer_norm"), (_nn.BatchNorm1d, "batch_norm"), (_nn.BatchNorm2d, "batch_norm"),
+          (_nn.LSTM, "lstm"), (_nn.GRU, "gru"))
+OPTIMIZERS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}
+OPTIMIZER_CLASSES = {"sgd": "oneflow.nn.optimizer.sgd.SGD", "adam": "oneflow.nn.optimizer.adam.Adam",
+                     "adamw": "oneflow.nn.optimizer.adamw.AdamW"}
+#: neutral slot -> oneflow state name
+SLOTS = {"momentum_buffer": "momentum_buf", "exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
+
+
+def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
+    """``(kind, info)`` of a standard layer, None for any other module."""
+    for cls, kind in LAYERS:
+        if type(module) is cls:
+            if kind in RNN_KINDS:
+                if getattr(module, "proj_size", 0) or not module.bias:
+                    return None  # projections and bias-free RNNs are not mapped
+                return kind, {"num_layers": module.num_layers, "bidirectional": bool(module.bidirectional)}
+            return kind, affine_info(module)
+    return None
+
+
+def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
+    return torch_style_specs(kind, info)
+
+
+def model_state(model: Any) -> dict[str, np.ndarray]:
+    return {name: value.detach().cpu().numpy() for name, value in model.state_dict().items()}
+
+
+def load_model_state(model: Any, state: dict[str, np.ndarray]) -> None:
+    model.load_state_dict({name: flow.tensor(np.array(value)) for name, value in state.items()})
+
+
+def read_model(path: Path) -> dict[str, np.ndarray]:
+    state = load_file(path)
+    if not isinstance(state, dict):
+        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a oneflow state dict.")
+    return {name: value.detach().cpu().numpy() for name, value in state.items()}
+
+
+def write_model(state: dict[str, np.ndarray], path: Path) -> None:
+    flow.save({name: flow.tensor(np.array(value)) for name, value in state.items()}, str(path))
+
+
+def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
+    """The optimizers of a oneflow training-state file, by index of parameter."""
+    saved = load_file(path)
+    result = []
+    for class_name, state in zip(classes, saved["optimizers"]):
+        kind = OPTIMIZERS.get(class_name.rsplit(".", 1)[-1])
+        slots = {}
+        for index, entry in state["state"].items():
+            if isinstance(index, int) and isinstance(entry, dict):
+                slots[index] = {neutral: entry[name].cpu().numpy() for neutral, name in SLOTS.items() if name in entry}
+        step = state["state"].get("step") if kind in ("adam", "adamw") else None
+        result.append(NeutralOptimizer(kind=kind, class_name=class_name, slots=slots,
+                                       step=None if step is None else int(step)))
+    return result
+
+
+def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
+    """A oneflow training-state file; the hyperparameters (param_groups) are taken from the
+    optimizer the state is loaded into (see ``persistence.py``)."""
+    states = []
+    for optimizer in optimizers:
+        check_slots(optimizer, "oneflow")
+        state: dict[Any, Any] = {index: {SLOTS[neutral]: flow.tensor(np.array(value)) for neutral, value in slots.items()}
+                                 for index, slots in optimizer.slots.items()}
+        if optimizer.kind in ("adam", "adamw"):
+            state["step"] = int(optimizer.step or 0)
+        states.append({"state": state, "param_groups": None, CONVERTED_KEY: True})
+    flow.save({"optimizers": states, GRAD_SCALER_KEY: None}, str(path))
+
+
+def optimizer_class(optimizer: NeutralOptimizer) -> str:
+    return OPTIMIZER_CLASSES[optimizer.kind]
