@@ -99,8 +99,8 @@ def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
         for neutral, name in ACCUMULATORS.items():
             for index, value in accumulators.get(name, {}).items():
                 slots.setdefault(int(index), {})[neutral] = np.asarray(value)
-        step = None
-        if kind in ("adam", "adamw") and accumulators.get("beta1_pow_acc"):
+        step = state.get("step")  # a file the converter wrote holds the count itself
+        if step is None and kind in ("adam", "adamw") and accumulators.get("beta1_pow_acc"):
             betas = state.get("betas") or (0.9, 0.999)
             step = _steps(next(iter(accumulators["beta1_pow_acc"].values())), betas[0])
         result.append(NeutralOptimizer(kind=kind, class_name=class_name, slots=slots, step=step))
