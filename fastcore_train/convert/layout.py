@@ -56,6 +56,28 @@ def affine_info(module: Any) -> dict[str, Any]:
     return {name: False for name in ("weight", "bias") if not hasattr(getattr(module, name, None), "shape")}
 
 
+def find_layer(module: Any, layers: tuple[tuple[type, str], ...],
+               rnn_info: Callable[[Any], Optional[dict[str, Any]]]) -> Optional[tuple[str, dict[str, Any]]]:
+    """``(kind, info)`` of ``module`` from a backend's ``layers`` table (``(class, kind)`` rows,
+    matched by exact class; batch norm by subclass), None for any other module.
+    ``rnn_info(module)``: an RNN's ``{"num_layers", "bidirectional"}``, None when it is not mapped."""
+    for cls, kind in layers:
+        if type(module) is cls or (kind == "batch_norm" and isinstance(module, cls)):
+            if kind in RNN_KINDS:
+                info = rnn_info(module)
+                return None if info is None else (kind, info)
+            return kind, affine_info(module)
+    return None
+
+
+def torch_style_rnn_info(module: Any) -> Optional[dict[str, Any]]:
+    """An RNN's info for torch, jittor and oneflow (``num_layers``, ``bidirectional``, ``bias``,
+    ``proj_size``); projections and bias-free RNNs are not mapped."""
+    if getattr(module, "proj_size", 0) or not module.bias:
+        return None
+    return {"num_layers": int(module.num_layers), "bidirectional": bool(module.bidirectional)}
+
+
 def torch_style_specs(kind: str, info: dict[str, Any], batch_count: bool = True) -> list[TensorSpec]:
     """The tensors of a ``kind`` layer as torch names them (the neutral names themselves); jittor
     and oneflow name them alike. ``batch_count``: batch norm keeps ``num_batches_tracked``."""

@@ -79,3 +79,28 @@ def from_neutral(optimizer: NeutralOptimizer, order: list[str], layout: Layout,
     slots = {position[name]: {key: value.T if transposed[name] else value for key, value in arrays.items()}
              for name, arrays in optimizer.slots.items()}
     return replace(optimizer, slots=dict(sorted(slots.items())))
+
+
+def read_indexed_states(saved: list[dict[str, Any]], classes: list[str], kinds: dict[str, str],
+                        slot_names: dict[str, str], to_numpy: Callable[[Any], np.ndarray],
+                        step: Callable[[dict[str, Any]], Optional[int]]) -> list[NeutralOptimizer]:
+    """:class:`NeutralOptimizer` objects from torch-style optimizer states (``{"state": {index:
+    {name: tensor}}}``, torch and oneflow): ``kinds`` maps class names to neutral kinds,
+    ``slot_names`` neutral slot names to the framework's, ``step(state)`` reads the step count."""
+    result = []
+    for class_name, state in zip(classes, saved):
+        kind = kinds.get(class_name.rsplit(".", 1)[-1])
+        slots = {int(index): {neutral: to_numpy(entry[name]) for neutral, name in slot_names.items()
+                              if entry.get(name) is not None}
+                 for index, entry in state["state"].items() if isinstance(entry, dict)}
+        result.append(NeutralOptimizer(kind=kind, class_name=class_name, slots=slots,
+                                       step=step(state) if kind in ("adam", "adamw") else None))
+    return result
+
+
+def indexed_state(optimizer: NeutralOptimizer, framework: str, slot_names: dict[str, str],
+                  to_tensor: Callable[[np.ndarray], Any]) -> dict[Any, Any]:
+    """The torch-style ``{index: {name: tensor}}`` state of ``optimizer`` (torch and oneflow)."""
+    check_slots(optimizer, framework)
+    return {index: {slot_names[neutral]: to_tensor(np.array(value)) for neutral, value in slots.items()}
+            for index, slots in optimizer.slots.items()}

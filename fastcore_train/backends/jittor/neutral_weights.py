@@ -16,7 +16,7 @@ import jittor as jt
 import numpy as np
 
 from fastcore_train.backends.jittor.persistence import TRAINING_STATE_FORMAT, JittorPersistence, load_file
-from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, affine_info, torch_style_specs
+from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, find_layer, torch_style_rnn_info, torch_style_specs
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
 
 #: The model file name's suffix in a checkpoint.
@@ -34,14 +34,7 @@ LISTS = {"momentum_buffer": "values", "exp_avg": "m", "exp_avg_sq": "values"}
 
 def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
     """``(kind, info)`` of a standard layer, None for any other module."""
-    for cls, kind in LAYERS:
-        if type(module) is cls:
-            if kind in RNN_KINDS:
-                if module.proj_size or not module.bias:
-                    return None  # projections and bias-free RNNs are not mapped
-                return kind, {"num_layers": module.num_layers, "bidirectional": bool(module.bidirectional)}
-            return kind, affine_info(module)
-    return None
+    return find_layer(module, LAYERS, torch_style_rnn_info)
 
 
 def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:

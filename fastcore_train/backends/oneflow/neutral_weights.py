@@ -13,8 +13,9 @@ import numpy as np
 import oneflow as flow
 
 from fastcore_train.backends.oneflow.persistence import OneflowPersistence, load_file
-from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, affine_info, torch_style_specs
-from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
+from fastcore_train.convert.layout import TensorSpec, find_layer, torch_style_rnn_info, torch_style_specs
+from fastcore_train.convert.optimizer_state import (CONVERTED_KEY, NeutralOptimizer, indexed_state,
+                                                    read_indexed_states)
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
 #: The model file name's suffix in a checkpoint.
@@ -32,22 +33,19 @@ SLOTS = {"momentum_buffer": "momentum_buf", "exp_avg": "exp_avg", "exp_avg_sq": 
 
 def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
     """``(kind, info)`` of a standard layer, None for any other module."""
-    for cls, kind in LAYERS:
-        if type(module) is cls:
-            if kind in RNN_KINDS:
-                if getattr(module, "proj_size", 0) or not module.bias:
-                    return None  # projections and bias-free RNNs are not mapped
-                return kind, {"num_layers": module.num_layers, "bidirectional": bool(module.bidirectional)}
-            return kind, affine_info(module)
-    return None
+    return find_layer(module, LAYERS, torch_style_rnn_info)
 
 
 def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
     return torch_style_specs(kind, info)
 
 
+def _numpy(value: Any) -> np.ndarray:
+    return value.detach().cpu().numpy()
+
+
 def model_state(model: Any) -> dict[str, np.ndarray]:
-    return {name: value.detach().cpu().numpy() for name, value in model.state_dict().items()}
+    return {name: _numpy(value) for name, value in model.state_dict().items()}
 
 
 def load_model_state(model: Any, state: dict[str, np.ndarray]) -> None:
@@ -58,27 +56,21 @@ def read_model(path: Path) -> dict[str, np.ndarray]:
     state = load_file(path)
     if not isinstance(state, dict):
         raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a oneflow state dict.")
-    return {name: value.detach().cpu().numpy() for name, value in state.items()}
+    return {name: _numpy(value) for name, value in state.items()}
 
 
 def write_model(state: dict[str, np.ndarray], path: Path) -> None:
     flow.save({name: flow.tensor(np.array(value)) for name, value in state.items()}, str(path))
 
 
+def _step(state: dict[str, Any]) -> Optional[int]:
+    step = state["state"].get("step")
+    return None if step is None else int(step)
+
+
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a oneflow training-state file, by index of parameter."""
-    saved = load_file(path)
-    result = []
-    for class_name, state in zip(classes, saved["optimizers"]):
-        kind = OPTIMIZERS.get(class_name.rsplit(".", 1)[-1])
-        slots = {}
-        for index, entry in state["state"].items():
-            if isinstance(index, int) and isinstance(entry, dict):
-                slots[index] = {neutral: entry[name].cpu().numpy() for neutral, name in SLOTS.items() if name in entry}
-        step = state["state"].get("step") if kind in ("adam", "adamw") else None
-        result.append(NeutralOptimizer(kind=kind, class_name=class_name, slots=slots,
-                                       step=None if step is None else int(step)))
-    return result
+    return read_indexed_states(load_file(path)["optimizers"], classes, OPTIMIZERS, SLOTS, _numpy, _step)
 
 
 def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
@@ -86,9 +78,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
     optimizer the state is loaded into (see ``persistence.py``)."""
     states = []
     for optimizer in optimizers:
-        check_slots(optimizer, "oneflow")
-        state: dict[Any, Any] = {index: {SLOTS[neutral]: flow.tensor(np.array(value)) for neutral, value in slots.items()}
-                                 for index, slots in optimizer.slots.items()}
+        state = indexed_state(optimizer, "oneflow", SLOTS, flow.tensor)
         if optimizer.kind in ("adam", "adamw"):
             state["step"] = int(optimizer.step or 0)
         states.append({"state": state, "param_groups": None, CONVERTED_KEY: True})

@@ -17,7 +17,7 @@ import numpy as np
 import paddle
 
 from fastcore_train.backends.paddle.persistence import PaddlePersistence, FORMAT, load_file
-from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, affine_info, rnn_tensor_names
+from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, find_layer, rnn_tensor_names
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
@@ -33,16 +33,15 @@ ACCUMULATORS = {"momentum_buffer": "velocity", "exp_avg": "moment1", "exp_avg_sq
 OPTIMIZER_CLASSES = {"adam": "paddle.optimizer.adam.Adam", "adamw": "paddle.optimizer.adamw.AdamW"}
 
 
+def _rnn_info(module: Any) -> Optional[dict[str, Any]]:
+    if getattr(module, "proj_size", 0) or len(module.state_dict()) != 8 * module.num_layers * module.num_directions:
+        return None  # projections and bias-free RNNs are not mapped
+    return {"num_layers": int(module.num_layers), "bidirectional": module.num_directions == 2}
+
+
 def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
     """``(kind, info)`` of a standard layer, None for any other layer."""
-    for cls, kind in LAYERS:
-        if type(module) is cls or (kind == "batch_norm" and isinstance(module, cls)):
-            if kind in RNN_KINDS:
-                if getattr(module, "proj_size", 0) or len(module.state_dict()) != 8 * module.num_layers * module.num_directions:
-                    return None  # projections and bias-free RNNs are not mapped
-                return kind, {"num_layers": module.num_layers, "bidirectional": module.num_directions == 2}
-            return kind, affine_info(module)
-    return None
+    return find_layer(module, LAYERS, _rnn_info)
 
 
 def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
