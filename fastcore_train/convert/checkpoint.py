@@ -29,7 +29,7 @@ from fastcore_train.controllers.checkpoint_checks import OPTIMIZERS_KEY
 from fastcore_train.convert import optimizer_state as optim
 from fastcore_train.convert.layout import Layout, UnmappableLayerError, layout_tensors, parameter_order
 from fastcore_train.convert.neutral_file import write_neutral_file
-from fastcore_train.convert.weights import LAYERS_KEY, from_neutral, to_neutral
+from fastcore_train.convert.weights import LAYERS_KEY, from_neutral, read_model_file, to_neutral, write_model_file
 from fastcore_train.drivers.registry import all_backends, get_backend, load_backend_part
 from fastcore_train.log import logger
 from fastcore_train.utils.atomic import atomic_path, recover_folder
@@ -138,8 +138,9 @@ def convert_checkpoint(src: os.PathLike, dst: os.PathLike, to: str, weights_only
         raise ConversionError("The converted checkpoint must go to another folder than the source.")
     reader = load_backend_part(source, "neutral_weights")
     suffix = reader.MODEL_SUFFIX
-    neutral = to_neutral(reader.read_model(ckpt.require_file(folder / f"{ckpt.MODEL_STEM}{suffix}", "model file")),
-                         layout, reader.tensor_specs, f"The model file of {str(src)!r}")
+    model_path = ckpt.require_file(folder / f"{ckpt.MODEL_STEM}{suffix}", "model file")
+    neutral = to_neutral(read_model_file(reader, model_path), layout, reader.tensor_specs,
+                         f"The model file of {str(src)!r}")
     if to == NEUTRAL:
         if dst.exists():
             raise ckpt.CheckpointTargetError(f"{str(dst)!r} exists; the neutral weights file is written only to a "
@@ -179,7 +180,7 @@ def convert_checkpoint(src: os.PathLike, dst: os.PathLike, to: str, weights_only
     target_suffix = writer.MODEL_SUFFIX
     with atomic_path(dst, ckpt.check_checkpoint_target) as staging:
         staging.mkdir(parents=True)
-        writer.write_model(state, staging / f"{ckpt.MODEL_STEM}{target_suffix}")
+        write_model_file(writer, state, staging / f"{ckpt.MODEL_STEM}{target_suffix}")
         if not weights_only:
             writer.write_optimizers(optimizers, staging / f"{ckpt.TRAINING_STATE_STEM}{target_suffix}", shapes)
             shutil.copyfile(folder / ckpt.TRAINER_STATE_FILE, staging / ckpt.TRAINER_STATE_FILE)

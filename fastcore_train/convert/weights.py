@@ -69,6 +69,30 @@ def from_neutral(neutral: dict[str, np.ndarray], layout: Layout, specs: Specs, f
     return state
 
 
+def read_model_file(part: Any, path: Path) -> dict[str, np.ndarray]:
+    """A model file of ``part``'s framework (its ``load``) as numpy arrays (its ``to_numpy``)."""
+    state = part.load(path)
+    if not isinstance(state, dict):
+        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a state dict.")
+    return {name: part.to_numpy(value) for name, value in state.items()}
+
+
+def write_model_file(part: Any, state: dict[str, np.ndarray], path: Path) -> None:
+    """Write numpy arrays as ``part``'s framework's tensors (its ``from_numpy`` and ``save``)."""
+    part.save({name: part.from_numpy(np.array(value)) for name, value in state.items()}, path)
+
+
+def model_state(part: Any, model: Any) -> dict[str, np.ndarray]:
+    return {name: part.to_numpy(value) for name, value in model.state_dict().items()}
+
+
+def load_model_state(part: Any, model: Any, state: dict[str, np.ndarray]) -> None:
+    """Load numpy arrays into ``model``: ``part.load_state(model, tensors)`` where the framework
+    spells it otherwise, else ``model.load_state_dict``."""
+    tensors = {name: part.from_numpy(np.array(value)) for name, value in state.items()}
+    (getattr(part, "load_state", None) or type(model).load_state_dict)(model, tensors)
+
+
 def save_neutral_weights(model: Any, path: os.PathLike) -> Path:
     """Write ``model``'s parameters and buffers to ``path`` in the neutral weights format
     (safetensors, torch's names and layouts). Raises
@@ -76,7 +100,7 @@ def save_neutral_weights(model: Any, path: os.PathLike) -> Path:
     layer cannot be mapped."""
     part = backend_part(model, "neutral_weights")
     layout = layout_of(model)
-    neutral = to_neutral(part.model_state(model), layout, part.tensor_specs, type(model).__name__)
+    neutral = to_neutral(model_state(part, model), layout, part.tensor_specs, type(model).__name__)
     return write_neutral_file(path, neutral, layout, source=backend_for_model(model).name)
 
 
@@ -89,4 +113,4 @@ def load_neutral_weights(model: Any, path: os.PathLike) -> None:
     if [row[:2] for row in layout] != [row[:2] for row in saved_layout]:
         raise ValueError(f"{str(path)!r} holds the weights of a model with layers {saved_layout}, but this "
                          f"{type(model).__name__} has {layout}; load it into a model of the same structure.")
-    part.load_model_state(model, from_neutral(neutral, layout, part.tensor_specs, backend_for_model(model).name))
+    load_model_state(part, model, from_neutral(neutral, layout, part.tensor_specs, backend_for_model(model).name))

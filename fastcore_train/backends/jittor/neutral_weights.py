@@ -48,28 +48,24 @@ def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
     return specs
 
 
-def _numpy(value: Any) -> np.ndarray:
+def to_numpy(value: Any) -> np.ndarray:
     return value.numpy() if isinstance(value, jt.Var) else np.asarray(value)
 
 
-def model_state(model: Any) -> dict[str, np.ndarray]:
-    return {name: _numpy(value) for name, value in model.state_dict().items()}
+def from_numpy(value: np.ndarray) -> np.ndarray:
+    return value  # jittor's files and load_state_dict take numpy arrays
 
 
-def load_model_state(model: Any, state: dict[str, np.ndarray]) -> None:
-    model.load_state_dict({name: np.array(value) for name, value in state.items()})
+load = load_file
+
+
+def save(obj: Any, path: Path) -> None:
+    jt.save(obj, str(path))
+
+
+def load_state(model: Any, state: dict[str, np.ndarray]) -> None:
+    model.load_state_dict(state)
     jt.sync_all()
-
-
-def read_model(path: Path) -> dict[str, np.ndarray]:
-    state = load_file(path)
-    if not isinstance(state, dict):
-        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a jittor state dict.")
-    return {name: _numpy(value) for name, value in state.items()}
-
-
-def write_model(state: dict[str, np.ndarray], path: Path) -> None:
-    jt.save({name: np.array(value) for name, value in state.items()}, str(path))
 
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
@@ -84,7 +80,7 @@ def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
         for group in defaults.get("param_groups", []):
             count = len(group.get("values", []))
             for position in range(count):
-                slots[index + position] = {neutral: _numpy(group[name][position]) for neutral, name in LISTS.items()
+                slots[index + position] = {neutral: to_numpy(group[name][position]) for neutral, name in LISTS.items()
                                            if name in group and (kind == "sgd") == (neutral == "momentum_buffer")}
                 if not any(np.any(value) for value in slots[index + position].values()):
                     slots[index + position] = {}  # a buffer, or a parameter never stepped
@@ -111,7 +107,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
         if optimizer.kind in ("adam", "adamw"):
             defaults["n_step"] = int(optimizer.step or 0)
         states.append({"defaults": defaults})
-    jt.save({"format": TRAINING_STATE_FORMAT, "optimizers": states}, str(path))
+    save({"format": TRAINING_STATE_FORMAT, "optimizers": states}, path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:

@@ -61,23 +61,23 @@ def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
     return specs
 
 
-def model_state(model: Any) -> dict[str, np.ndarray]:
-    return {name: value.numpy() for name, value in model.state_dict().items()}
+def to_numpy(value: Any) -> np.ndarray:
+    return np.asarray(value.numpy() if hasattr(value, "numpy") else value)
 
 
-def load_model_state(model: Any, state: dict[str, np.ndarray]) -> None:
-    model.set_state_dict({name: paddle.to_tensor(np.array(value)) for name, value in state.items()})
+from_numpy = paddle.to_tensor
 
 
-def read_model(path: Path) -> dict[str, np.ndarray]:
-    state = load_file(path, return_numpy=True)
-    if not isinstance(state, dict):
-        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a paddle state dict.")
-    return {name: np.asarray(value) for name, value in state.items()}
+def load(path: Path) -> Any:
+    return load_file(path, return_numpy=True)
 
 
-def write_model(state: dict[str, np.ndarray], path: Path) -> None:
-    paddle.save({name: paddle.to_tensor(np.array(value)) for name, value in state.items()}, str(path))
+def save(obj: Any, path: Path) -> None:
+    paddle.save(obj, str(path))
+
+
+def load_state(model: Any, state: dict[str, Any]) -> None:
+    model.set_state_dict(state)
 
 
 def _steps(beta_pow: np.ndarray, beta: float) -> int:
@@ -89,7 +89,7 @@ def _steps(beta_pow: np.ndarray, beta: float) -> int:
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a paddle training-state file, by index of parameter."""
-    saved = load_file(path, return_numpy=True)
+    saved = load(path)
     result = []
     for class_name, state in zip(classes, saved["optimizers"]):
         kind = OPTIMIZERS.get(class_name.rsplit(".", 1)[-1])
@@ -119,7 +119,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
         states.append({"format": FORMAT, "num_parameters": None, "accumulators": accumulators, "master_weights": {},
                        "lr_scheduler": None, CONVERTED_KEY: True,
                        "step": optimizer.step if optimizer.kind in ("adam", "adamw") else None})
-    paddle.save({"optimizers": states, GRAD_SCALER_KEY: None}, str(path))
+    save({"optimizers": states, GRAD_SCALER_KEY: None}, path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:

@@ -37,27 +37,16 @@ def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
     return torch_style_specs(kind, info)
 
 
-def _numpy(value: Any) -> np.ndarray:
+def to_numpy(value: Any) -> np.ndarray:
     return value.detach().cpu().numpy()
 
 
-def model_state(model: Any) -> dict[str, np.ndarray]:
-    return {name: _numpy(value) for name, value in model.state_dict().items()}
+from_numpy = torch.from_numpy
+load = load_file
 
 
-def load_model_state(model: Any, state: dict[str, np.ndarray]) -> None:
-    model.load_state_dict({name: torch.from_numpy(np.array(value)) for name, value in state.items()})
-
-
-def read_model(path: Path) -> dict[str, np.ndarray]:
-    state = load_file(path)
-    if not isinstance(state, dict):
-        raise ValueError(f"{str(path)!r} holds a {type(state).__name__}, not a torch state dict.")
-    return {name: _numpy(value) for name, value in state.items()}
-
-
-def write_model(state: dict[str, np.ndarray], path: Path) -> None:
-    torch.save({name: torch.from_numpy(np.array(value)) for name, value in state.items()}, str(path))
+def save(obj: Any, path: Path) -> None:
+    torch.save(obj, str(path))
 
 
 def _step(state: dict[str, Any]) -> Optional[int]:
@@ -68,7 +57,7 @@ def _step(state: dict[str, Any]) -> Optional[int]:
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a torch training-state file, by index of parameter."""
-    return read_indexed_states(load_file(path)["optimizers"], classes, OPTIMIZERS, SLOTS, _numpy, _step)
+    return read_indexed_states(load_file(path)["optimizers"], classes, OPTIMIZERS, SLOTS, to_numpy, _step)
 
 
 def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
@@ -81,7 +70,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
             for entry in state.values():
                 entry["step"] = torch.tensor(float(optimizer.step or 0))
         states.append({"state": state, "param_groups": None, CONVERTED_KEY: True})
-    torch.save({"optimizers": states, GRAD_SCALER_KEY: None}, str(path))
+    save({"optimizers": states, GRAD_SCALER_KEY: None}, path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:
