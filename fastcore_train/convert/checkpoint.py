@@ -83,7 +83,9 @@ def _source_layout(src: Path, meta: dict[str, Any]) -> Layout:
     return record["layout"]
 
 
-def _lr_position(callback_states: dict[str, Any], optimizers: list[optim.NeutralOptimizer]) -> Optional[int]:
+def _lr_position(callback_states: dict[str, Any]) -> Optional[int]:
+    """How many steps the LRSchedCallback's scheduler has taken (torch's and paddle's
+    ``last_epoch``; jittor's plain attributes), None without one."""
     for name, state in callback_states.items():
         if name.split("#")[0] == LR_CALLBACK and isinstance(state, dict):
             if LR_POSITION in state:
@@ -99,7 +101,7 @@ def _lr_position(callback_states: dict[str, Any], optimizers: list[optim.Neutral
 
 def _convert_callback_states(folder: Path) -> dict[str, Any]:
     states = json.loads((folder / ckpt.CALLBACK_STATE_FILE).read_text(encoding="utf-8"))
-    position = _lr_position(states, [])
+    position = _lr_position(states)
     schedulers = [name for name in states if name.split("#")[0] == LR_CALLBACK]
     if len(schedulers) > 1:
         raise ConversionError(f"The checkpoint holds {len(schedulers)} LR schedulers' states ({', '.join(schedulers)}); "
