@@ -182,8 +182,7 @@ def _convert(src: Path, dst: Path, to: str, weights_only: bool, same_backend: bo
     target_meta.update(backend=to, driver=f"converted ({meta.get('driver')})", **{LAYERS_KEY: {"layout": layout}},
                        **{CONVERTED_KEY: {"backend": source.name, "not_converted": [] if weights_only else [RNG_NOTE],
                                           "weights_only": weights_only}})
-    if not weights_only:
-        target_meta[OPTIMIZERS_KEY] = [writer.optimizer_class(optimizer) for optimizer in optimizers]
+    target_meta[OPTIMIZERS_KEY] = [writer.optimizer_class(optimizer) for optimizer in optimizers]
     target_suffix = writer.MODEL_SUFFIX
     with atomic_path(dst, ckpt.check_checkpoint_target) as staging:
         staging.mkdir(parents=True)
