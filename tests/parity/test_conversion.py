@@ -213,3 +213,18 @@ def test_weights_round_trip_through_all_four_frameworks_is_bit_identical(tmp_pat
             sorted(tensors) == sorted(first), hop_file
         for name, value in tensors.items():
             assert value.tobytes() == first[name].tobytes(), (hop_file, name)
+
+
+def test_weights_only_conversion_loads_with_load_model(tmp_path: Path) -> None:
+    source = _checkpoint(tmp_path)
+    convert_checkpoint(source, tmp_path / "weights", to="paddle", weights_only=True)
+    assert sorted(path.name for path in (tmp_path / "weights").iterdir()) == ["meta.json", "model.pdparams"]
+    model = PaddleMLP()
+    x = np.random.default_rng(1).normal(size=(8, 64)).astype(np.float32)
+    trainer = Trainer(model=model, driver="paddle", device="cpu", optimizers=PADDLE["sgd"](model), progress_bar=None,
+                      train_dataloader=PADDLE["loader"](x, np.arange(8) % 10, False), model_summary=False)
+    trainer.load_model(tmp_path / "weights")
+    torch_model = TorchMLP()
+    torch_model.load_state_dict(torch.load(source / "model.pt", weights_only=True))
+    expected = torch_model(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(model(paddle.to_tensor(x)).numpy(), expected, atol=1e-5)
