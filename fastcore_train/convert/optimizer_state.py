@@ -31,7 +31,8 @@ class UnconvertibleOptimizerError(TypeError):
 class NeutralOptimizer:
     """One optimizer's state. ``kind``: ``sgd``, ``adam`` or ``adamw``; ``slots``: per parameter
     (an index, or a neutral name after :func:`to_neutral`) its arrays under :data:`SLOTS` names;
-    ``step``: optimizer steps taken (Adam's bias correction), None for SGD."""
+    ``step``: optimizer steps taken (Adam's bias correction; SGD's where the framework counts
+    them, as oneflow does), None where unknown."""
 
     kind: Optional[str]
     class_name: str
@@ -94,7 +95,7 @@ def read_indexed_states(saved: list[dict[str, Any]], classes: list[str], kinds: 
                               if entry.get(name) is not None}
                  for index, entry in state["state"].items() if isinstance(entry, dict)}
         result.append(NeutralOptimizer(kind=kind, class_name=class_name, slots=slots,
-                                       step=step(state) if kind in ("adam", "adamw") else None))
+                                       step=step(state)))
     return result
 
 

@@ -68,8 +68,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
     states = []
     for optimizer in optimizers:
         state = indexed_state(optimizer, "oneflow", SLOTS, flow.tensor)
-        if optimizer.kind in ("adam", "adamw"):
-            state["step"] = int(optimizer.step or 0)
+        state["step"] = int(optimizer.step or 0)  # oneflow counts steps for every optimizer
         states.append({"state": state, "param_groups": None, CONVERTED_KEY: True})
     save({"optimizers": states, GRAD_SCALER_KEY: None}, path)
 
