@@ -18,7 +18,7 @@ from fastcore_train.convert import ConversionError, layout_of
 from fastcore_train.convert.checkpoint import _convert
 from fastcore_train.convert.neutral_file import read_neutral_file, write_neutral_file
 from tests.conformance.harnesses.base import initial_weights, make_data
-from tests.conformance.helpers import make_trainer
+from tests.conformance.helpers import make_trainer, resumed_and_uninterrupted
 
 LAYOUT = [["fc1", "linear", {}], ["fc2", "linear", {}]]
 
@@ -93,24 +93,14 @@ def test_checkpoint_rewritten_through_the_neutral_form_resumes_like_an_uninterru
     (what every conversion to or from it does) loses nothing: the run resumed from the rewritten
     checkpoint ends where the uninterrupted one does (the framework's random state is re-seeded,
     which changes nothing without dropout)."""
-    x, y = make_data(32)
+    def make_optimizer(model):
+        return harness.make_sgd(model, 0.1, momentum=0.9) if optimizer == "sgd" else harness.make_adam(model, 0.01)
 
-    def trainer_for(model, n_epochs):
-        make = harness.make_sgd(model, 0.1, momentum=0.9) if optimizer == "sgd" else harness.make_adam(model, 0.01)
-        return make_trainer(harness, model, x, y, n_epochs=n_epochs, optimizers=make)
+    def rewrite(folder):
+        _convert(folder, folder.with_name("rewritten"), to=backend_of(folder), weights_only=False, same_backend=True)
+        return folder.with_name("rewritten")
 
-    uninterrupted = harness.make_model(initial_weights())
-    trainer_for(uninterrupted, 3).run(num_eval_sanity_batch=0)
-    first = harness.make_model(initial_weights())
-    trainer = trainer_for(first, 1)
-    trainer.run(num_eval_sanity_batch=0)
-    trainer.save_checkpoint(tmp_path / "ckpt")
-    _convert(tmp_path / "ckpt", tmp_path / "rewritten", to=backend_of(tmp_path / "ckpt"), weights_only=False,
-             same_backend=True)
-
-    resumed = harness.make_model(initial_weights(seed=3))
-    trainer = trainer_for(resumed, 3)
-    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "rewritten")
+    trainer, resumed, uninterrupted = resumed_and_uninterrupted(harness, tmp_path, make_optimizer, rewrite)
     assert trainer.global_forward_batches == 12
     expected, actual = harness.get_weights(uninterrupted), harness.get_weights(resumed)
     for name in expected:  # Adam's step count is rebuilt as a power of beta on paddle: equal to rounding
