@@ -66,6 +66,9 @@ _EXPORTS = {
     "ModelSummary": "fastcore_train.summary",
     "PredictionShards": "fastcore_train.controllers.prediction_shards",
     "logger": "fastcore_train.log",
+    "convert_checkpoint": "fastcore_train.convert",
+    "save_neutral_weights": "fastcore_train.convert",
+    "load_neutral_weights": "fastcore_train.convert",
     "add_log_file": "fastcore_train.log",
     "set_log_level": "fastcore_train.log",
 }

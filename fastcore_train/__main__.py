@@ -1,4 +1,5 @@
-"""Command line: ``fastcore-train demo [--driver NAME] ...`` and ``fastcore-train fit --config run.yaml``.
+"""Command line: ``fastcore-train demo [--driver NAME] ...``, ``fastcore-train fit --config run.yaml``
+and ``fastcore-train convert SRC DST --to paddle``.
 
 ``python -m fastcore_train`` is the same program.
 """
@@ -10,6 +11,7 @@ from typing import Optional, Sequence
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
+    from fastcore_train.cli.convert import add_convert_arguments, main_convert
     from fastcore_train.demo import add_demo_arguments, main_demo
 
     arguments = list(sys.argv[1:] if argv is None else argv)
@@ -27,7 +29,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     add_demo_arguments(demo)
     commands.add_parser("fit", add_help=False, help="train from a config file: fit --config run.yaml [--key value ...] "
                                                     "(fit --help lists every key)")
+    convert = commands.add_parser("convert", help="convert a checkpoint to another framework: convert SRC DST --to paddle",
+                                  description="Convert a checkpoint folder written on one framework into one that "
+                                              "another framework's Trainer resumes (or load_model loads).")
+    add_convert_arguments(convert)
     args = parser.parse_args(arguments)
+    if args.command == "convert":
+        return main_convert(args)
     return main_demo(args)
 
 

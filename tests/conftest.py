@@ -19,12 +19,16 @@ HERE = os.path.dirname(__file__)
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption("--backend", choices=BACKENDS, default=None,
                      help="framework to run the driver conformance suite and backend tests on")
+    parser.addoption("--parity", action="store_true",
+                     help="run tests/parity (needs torch and paddle in one env: tox -e parity)")
 
 
 def pytest_ignore_collect(collection_path, config: pytest.Config) -> bool | None:
     backend = config.getoption("--backend")
     relative = os.path.relpath(str(collection_path), HERE).split(os.sep)
     if relative[0] in ("conformance", "distributed") and backend is None:
+        return True
+    if relative[0] == "parity" and not config.getoption("--parity"):
         return True
     if relative[0] == "backends" and len(relative) > 1 and relative[1] != backend:
         return True

@@ -1,11 +1,14 @@
 """``LRSchedCallback``: step an LR scheduler per batch or per epoch, and checkpoint its state."""
 from __future__ import annotations
 
+import warnings
 from typing import Any, Optional
 
 from fastcore_train.events.callback import Callback
 
 _ATTRIBUTES = "__plain_attributes__"
+#: A converted checkpoint's schedule position (see fastcore_train/convert/checkpoint.py).
+LR_POSITION = "__lr_position__"
 
 
 def _is_plain(value: Any) -> bool:
@@ -54,6 +57,12 @@ class LRSchedCallback(Callback):
 
     def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
         if states is None:
+            return
+        if LR_POSITION in states:  # converted from another framework: replay the schedule to its position
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch: "lr_scheduler.step() before optimizer.step()"
+                for _ in range(int(states[LR_POSITION])):
+                    self.scheduler.step()
             return
         if _ATTRIBUTES in states and not hasattr(self.scheduler, "state_dict"):
             for name, value in states[_ATTRIBUTES].items():

@@ -13,6 +13,7 @@ from fastcore_train import checkpoint as ckpt
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
                                                           optimizer_classes)
 from fastcore_train.controllers.state import TrainerState
+from fastcore_train.convert.weights import LAYERS_KEY, layout_record
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
@@ -97,7 +98,9 @@ class PersistenceMixin:
         # size at any world size); the model and the JSON files are written as write_checkpoint says.
         ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
                               model_save_fn, extra_json, rank_state=self._get_rng_state(),
-                              extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers)})
+                              extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers),
+                                          LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
+                                          else layout_record(self.driver.unwrap_model())})
         self.driver.comm.barrier()
 
     def _warn_open_accumulation_group(self) -> None:

@@ -6,9 +6,13 @@ and evaluation runs inside :meth:`RandomStateMixin._rng_preserved` so it never s
 from __future__ import annotations
 
 import contextlib
+import zlib
 from typing import Any, Iterator
 
+import numpy as np
+
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.registry import get_backend, load_backend
 from fastcore_train.utils.rng import get_host_rng_state, set_host_rng_state
 
 
@@ -22,7 +26,16 @@ class RandomStateMixin:
 
     def _set_rng_state(self, state: dict[str, Any]) -> None:
         set_host_rng_state(state)
+        if state.get("framework") is None:  # a checkpoint converted from another framework
+            self._reseed_framework()
+            return
         self.driver.io.load_rng_state(state["framework"])
+
+    def _reseed_framework(self) -> None:
+        """Seed the framework from numpy's (just restored) state: a converted checkpoint cannot
+        carry another framework's generators, and this makes every resume of it draw alike."""
+        seed = zlib.crc32(np.random.get_state()[1].tobytes())
+        load_backend(get_backend(self.driver.backend)).seed_framework(seed)
 
     @contextlib.contextmanager
     def _rng_preserved(self) -> Iterator[None]:

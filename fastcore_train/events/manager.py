@@ -123,7 +123,9 @@ class CallbackManager:
     def load_callback_states(self, trainer: Any, states: dict[str, Any]) -> None:
         """Fire ``on_load_checkpoint``, handing each Callback the state it saved."""
         for cb in self.callbacks:
-            cb.on_load_checkpoint(trainer, states.get(cb.callback_name))
+            # "Name#detail" also reads a state saved as plain "Name" (a converted checkpoint's LR
+            # schedule position: the scheduler's class differs between frameworks).
+            cb.on_load_checkpoint(trainer, states.get(cb.callback_name, states.get(cb.callback_name.split("#")[0])))
         for event, fn, gate in self._listeners:
             if event.name == "on_load_checkpoint" and (gate is None or gate.should_run(trainer)):
                 fn(trainer, states)

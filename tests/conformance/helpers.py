@@ -8,6 +8,7 @@ import numpy as np
 from pathlib import Path
 
 from fastcore_train import Callback, Trainer
+from tests.conformance.harnesses.base import initial_weights, make_data
 
 
 def batches_of(x: np.ndarray, y: np.ndarray, batch_size: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -48,3 +49,27 @@ class SaveAndStop(Callback):
         if trainer.global_forward_batches == self.at:
             trainer.save_checkpoint(self.folder)
             raise StopRun(self.at)
+
+
+def resumed_and_uninterrupted(harness: Any, tmp_path: Any, make_optimizer: Any,
+                              between: Any = None) -> tuple[Any, Any, Any]:
+    """Train 3 epochs uninterrupted, and 1 epoch, a checkpoint, then a resume to 3 epochs from it
+    (``between(folder)`` may replace the checkpoint folder first, returning the one to resume).
+    Returns ``(resumed trainer, resumed model, uninterrupted model)``."""
+    x, y = make_data(32)
+
+    def trainer_for(model: Any, n_epochs: int) -> Trainer:
+        return make_trainer(harness, model, x, y, n_epochs=n_epochs, optimizers=make_optimizer(model))
+
+    uninterrupted = harness.make_model(initial_weights())
+    trainer_for(uninterrupted, 3).run(num_eval_sanity_batch=0)
+    first = harness.make_model(initial_weights())
+    trainer = trainer_for(first, 1)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    folder = tmp_path / "ckpt" if between is None else between(tmp_path / "ckpt")
+
+    resumed = harness.make_model(initial_weights(seed=3))
+    trainer = trainer_for(resumed, 3)
+    trainer.run(num_eval_sanity_batch=0, resume_from=folder)
+    return trainer, resumed, uninterrupted

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tests.conformance.harnesses.base import initial_weights, make_data
-from tests.conformance.helpers import assert_weights_equal, make_trainer
+from tests.conformance.helpers import assert_weights_equal, make_trainer, resumed_and_uninterrupted
 
 
 @pytest.mark.parametrize("only_state_dict", [True, False])
@@ -37,23 +37,8 @@ def test_load_model_from_missing_folder_says_what_to_pass(harness, tmp_path):
 
 
 def test_checkpoint_at_epoch_end_resumes_like_an_uninterrupted_run(harness, tmp_path):
-    x, y = make_data(32)
-
-    def trainer_for(model, n_epochs):
-        return make_trainer(harness, model, x, y, n_epochs=n_epochs,
-                            optimizers=harness.make_sgd(model, 0.1, momentum=0.9))
-
-    uninterrupted = harness.make_model(initial_weights())
-    trainer_for(uninterrupted, 3).run(num_eval_sanity_batch=0)
-
-    first = harness.make_model(initial_weights())
-    trainer = trainer_for(first, 1)
-    trainer.run(num_eval_sanity_batch=0)
-    trainer.save_checkpoint(tmp_path / "ckpt")
-
-    resumed = harness.make_model(initial_weights(seed=3))
-    trainer = trainer_for(resumed, 3)
-    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "ckpt")
+    trainer, resumed, uninterrupted = resumed_and_uninterrupted(
+        harness, tmp_path, lambda model: harness.make_sgd(model, 0.1, momentum=0.9))
     assert trainer.cur_epoch_idx == 3 and trainer.global_forward_batches == 12
     assert_weights_equal(harness.get_weights(resumed), harness.get_weights(uninterrupted))
 

@@ -17,6 +17,7 @@ from typing import Any
 
 import oneflow as flow
 
+from fastcore_train.convert.optimizer_state import CONVERTED_KEY
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
 
@@ -53,6 +54,14 @@ def load_file(path: Path, map_location: Any = None, weights_only: bool = True, *
     return flow.load(str(path), map_location=map_location, **kwargs)
 
 
+def load_optimizer_state(optimizer: Any, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)``; a state converted from another framework (see
+    ``neutral_weights.py``) holds no hyperparameters and keeps the optimizer's own."""
+    if state.get(CONVERTED_KEY):
+        state = {"state": state["state"], "param_groups": optimizer.state_dict()["param_groups"]}
+    optimizer.load_state_dict(state)
+
+
 class OneflowPersistence(Persistence):
     """State dicts (or whole pickled modules) saved as oneflow folders: ``checkpoint/model.oneflow/``."""
 
@@ -76,7 +85,7 @@ class OneflowPersistence(Persistence):
         flow.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), str(path))
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(load_file(path, map_location=self.driver.device))
+        self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:
         return self.driver.reseeder().state()

@@ -139,7 +139,26 @@ def save_optimizer_state(optimizer: paddle.optimizer.Optimizer) -> dict[str, Any
         "format": FORMAT, "num_parameters": len(optimizer_parameters(optimizer)),
         "accumulators": accumulators, "master_weights": masters,
         "lr_scheduler": scheduler.state_dict() if isinstance(scheduler, LRScheduler) else None,
+        "betas": _betas(optimizer),  # Adam's step count is read from its beta powers with these (converter)
     }
+
+
+def _betas(optimizer: paddle.optimizer.Optimizer) -> Optional[list[float]]:
+    """Adam's and AdamW's ``(beta1, beta2)`` as numbers, None for other optimizers."""
+    if not hasattr(optimizer, "_beta1"):
+        return None
+    return [float(beta.item() if hasattr(beta, "item") else beta) for beta in (optimizer._beta1, optimizer._beta2)]
+
+
+def _set_step_count(optimizer: paddle.optimizer.Optimizer, step: int) -> None:
+    """Set Adam's beta powers to what ``step`` steps leave (``beta ** (step + 1)``), for a state
+    converted from another framework, which counts steps instead."""
+    betas = _betas(optimizer)
+    if betas is None:
+        return
+    for kind, beta in zip(("beta1_pow_acc", "beta2_pow_acc"), betas):
+        for value in optimizer._accumulators.get(kind, {}).values():
+            value.set_value(paddle.full(value.shape, beta ** (step + 1), dtype=value.dtype))
 
 
 def _create_accumulators(optimizer: paddle.optimizer.Optimizer) -> None:
@@ -162,7 +181,7 @@ def load_optimizer_state(optimizer: paddle.optimizer.Optimizer, state: dict[str,
         raise ValueError("The optimizer state was not written by fastcore_train's paddle driver; load it "
                          "with optimizer.set_state_dict(paddle.load(path)) yourself.")
     parameters = optimizer_parameters(optimizer)
-    if state["num_parameters"] != len(parameters):
+    if state["num_parameters"] is not None and state["num_parameters"] != len(parameters):
         raise ValueError(
             f"The saved optimizer state covers {state['num_parameters']} parameters but this optimizer has "
             f"{len(parameters)}; build the optimizer over the same parameters as when it was saved.")
@@ -179,6 +198,8 @@ def load_optimizer_state(optimizer: paddle.optimizer.Optimizer, state: dict[str,
                 f"({type(optimizer).__name__}) does not keep; pass the same kind of optimizer as when it was saved.")
         for position, value in by_index.items():
             current[position].set_value(value)
+    if state.get("step") is not None:  # converted from another framework (see neutral_weights.py)
+        _set_step_count(optimizer, int(state["step"]))
     masters = getattr(optimizer, "_master_weights", {})
     for position, value in state["master_weights"].items():
         name = parameters[position].name

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from fastcore_train.backends.torch import rng
+from fastcore_train.convert.optimizer_state import CONVERTED_KEY
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
 from fastcore_train.utils.safe_pickle import TRUSTED_HINT, UnsafePickleError
@@ -72,6 +73,18 @@ def check_dcp_metadata(folder: Path) -> None:
     safe_pickle.load_file(path, extra=_dcp_metadata_globals())
 
 
+def load_optimizer_state(optimizer: Any, state: dict[str, Any]) -> None:
+    """``optimizer.load_state_dict(state)``; a state converted from another framework (see
+    ``neutral_weights.py``) holds no hyperparameters and keeps the optimizer's own."""
+    if state.get(CONVERTED_KEY):
+        count = sum(len(group["params"]) for group in optimizer.param_groups)
+        if any(int(index) >= count for index in state["state"]):
+            raise ValueError(f"The converted optimizer state covers more parameters than this optimizer's {count}; "
+                             "build the optimizer over model.parameters(), as the converter assumes.")
+        state = {"state": state["state"], "param_groups": optimizer.state_dict()["param_groups"]}
+    optimizer.load_state_dict(state)
+
+
 class TorchPersistence(Persistence):
     """State dicts (or whole pickled modules, ``only_state_dict=False``) in ``.pt`` files."""
 
@@ -94,7 +107,7 @@ class TorchPersistence(Persistence):
         torch.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), path)
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(load_file(path, map_location=self.driver.device))
+        self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:
         return rng.get_rng_state()

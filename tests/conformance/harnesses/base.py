@@ -51,7 +51,7 @@ class BackendHarness(ABC):
     def make_sgd(self, model: Any, lr: float, momentum: float = 0.0) -> Any: ...
 
     @abstractmethod
-    def make_adam(self, model: Any, lr: float) -> Any:
+    def make_adam(self, model: Any, lr: float, eps: float = 1e-8) -> Any:
         """The framework's Adam (an optimizer of another type than :meth:`make_sgd`'s)."""
 
     @abstractmethod

@@ -75,8 +75,8 @@ class Harness(BackendHarness):
     def make_sgd(self, model, lr, momentum=0.0):
         return jt.optim.SGD(model.parameters(), lr, momentum=momentum)
 
-    def make_adam(self, model, lr):
-        return jt.optim.Adam(model.parameters(), lr)
+    def make_adam(self, model, lr, eps=1e-8):
+        return jt.optim.Adam(model.parameters(), lr, eps=eps)
 
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)

@@ -81,8 +81,8 @@ class Harness(BackendHarness):
     def make_sgd(self, model, lr, momentum=0.0):
         return flow.optim.SGD(model.parameters(), lr=lr, momentum=momentum)
 
-    def make_adam(self, model, lr):
-        return flow.optim.Adam(model.parameters(), lr=lr)
+    def make_adam(self, model, lr, eps=1e-8):
+        return flow.optim.Adam(model.parameters(), lr=lr, eps=eps)
 
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)

@@ -84,8 +84,8 @@ class Harness(BackendHarness):
             return paddle.optimizer.Momentum(learning_rate=lr, momentum=momentum, parameters=model.parameters())
         return paddle.optimizer.SGD(learning_rate=lr, parameters=model.parameters())
 
-    def make_adam(self, model, lr):
-        return paddle.optimizer.Adam(learning_rate=lr, parameters=model.parameters())
+    def make_adam(self, model, lr, eps=1e-8):
+        return paddle.optimizer.Adam(learning_rate=lr, epsilon=eps, parameters=model.parameters())
 
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
