@@ -88,7 +88,8 @@ def archive_text(wheel: Path, suffix: str) -> str:
 
 @pytest.mark.parametrize("how", ["module", "console script"])
 def test_the_demo_runs_from_the_installed_wheel_in_an_empty_folder(venv, tmp_path, how):
-    command = [venv / "bin" / "python", "-m", "fastcore_train"] if how == "module" else [venv / "bin" / "fastcore-train"]
+    command = ([venv / "bin" / "python", "-m", "fastcore_train"] if how == "module"
+               else [venv / "bin" / "fastcore-train"])
     done = run([*command, "demo", "--driver", "paddle", "--epochs", "1"], cwd=tmp_path,
                env=user_environment(venv), timeout=600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

@@ -38,9 +38,11 @@ def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.de
         raise ValueError(f"device must be a str, int, oneflow.device or None, got {type(device).__name__}.")
     if parsed.type == "cuda":
         if not flow.cuda.is_available():
-            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this oneflow cannot use; pass device='cpu'.")
+            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this oneflow cannot use; "
+                                         "pass device='cpu'.")
         if parsed.index >= flow.cuda.device_count():
-            raise DeviceUnavailableError(f"device={device!r}: only {flow.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceUnavailableError(f"device={device!r}: only {flow.cuda.device_count()} CUDA device(s) "
+                                         "are visible.")
     elif parsed.type != "cpu":
         raise ValueError(f"device={device!r}: the oneflow driver trains on 'cpu' or 'cuda:N'.")
     return parsed

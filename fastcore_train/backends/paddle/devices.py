@@ -54,8 +54,8 @@ def parse_device(device: Any) -> str:
     if parsed.startswith("gpu"):
         available = gpu_count()
         if available == 0:
-            raise DeviceUnavailableError(f"device={device!r} needs a GPU, but this paddle cannot use one (a CPU build, or "
-                             "no GPU visible); pass device='cpu', or install paddlepaddle-gpu.")
+            raise DeviceUnavailableError(f"device={device!r} needs a GPU, but this paddle cannot use one (a CPU "
+                                         "build, or no GPU visible); pass device='cpu', or install paddlepaddle-gpu.")
         if int(parsed.split(":")[1]) >= available:
             raise DeviceUnavailableError(f"device={device!r}: only {available} GPU(s) are visible.")
     return parsed

@@ -33,11 +33,13 @@ def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
         raise ValueError(f"device must be a str, int, torch.device or None, got {type(device).__name__}.")
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this torch cannot use; pass device='cpu'.")
+            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this torch cannot use (a CPU build, "
+                                         "or no GPU); pass device='cpu'.")
         if parsed.index is None:
             parsed = torch.device("cuda", torch.cuda.current_device())
         if parsed.index >= torch.cuda.device_count():
-            raise DeviceUnavailableError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceUnavailableError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) "
+                                         "are visible.")
     return parsed
 
 
