@@ -72,7 +72,7 @@ def _rerun_after_rebuild() -> NoReturn:
 
 
 def _say_compiling() -> None:
-    print("fastcore_train: jittor is compiling its C++ core (first use in this environment: about 3 minutes; "
+    print("fastcore_train: jittor is compiling (its C++ core takes about 3 minutes on first use in an environment; "
           "later imports take about a second).", file=sys.stderr, flush=True)
 
 

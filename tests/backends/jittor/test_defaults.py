@@ -78,3 +78,23 @@ def test_the_demo_trains_with_no_variables_set(tmp_path):
     final = re.search(r"Final evaluation: acc#acc#test=([0-9.]+)", done.stdout)
     assert final and float(final.group(1)) > 0.5, done.stdout[-3000:]
     assert (tmp_path / "out" / "checkpoint" / "meta.json").is_file()
+
+
+def test_after_jittor_rebuilds_its_compiler_helpers_the_command_runs_again(tmp_path):
+    """Jittor rebuilds its compiler helpers when their cache key no longer matches (after a run with
+    other settings) and then ends the process with exit code 0, asking to be run again. The
+    backend re-runs the command once, so the demo still trains. A stale key makes jittor do
+    exactly that (the helpers recompile in about 30 s)."""
+    import jittor_utils
+    from jittor import compiler
+
+    key = Path(jittor_utils.cache_path) / f"jit_utils_core{compiler.extension_suffix}.key"
+    assert key.is_file(), key
+    key.write_text(key.read_text() + "# made stale by test_defaults.py\n")
+    done = subprocess.run([sys.executable, "-m", "fastcore_train", "demo", "--driver", "jittor", "--epochs", "1",
+                           "--output", str(tmp_path / "out")], capture_output=True, text=True, timeout=900,
+                          env=user_environment(), cwd=tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "jittor rebuilt its compiler helpers" in done.stderr and "running the command again" in done.stderr
+    assert "Final evaluation: acc#acc#test=" in done.stdout, done.stdout[-3000:]
+    assert "made stale" not in key.read_text()
