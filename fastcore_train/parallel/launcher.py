@@ -183,7 +183,9 @@ class MpirunReexec(Launcher):
         sys.stderr.flush()
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, self.forward_sigterm)
-            signal.signal(signal.SIGINT, signal.SIG_IGN)  # a terminal's Ctrl-C reaches mpirun and the ranks
+            # A terminal's Ctrl-C reaches mpirun and the ranks themselves; this process waits on. (A
+            # handler, not SIG_IGN: an ignored signal would stay ignored in mpirun and the ranks.)
+            signal.signal(signal.SIGINT, lambda signum, frame: None)
         self.process = subprocess.Popen(command, env=self.environment())
         returncode = self.process.wait()
         sys.stdout.flush()
