@@ -1,7 +1,8 @@
 """Command line: ``fastcore-train demo [--driver NAME] ...``, ``fastcore-train fit --config run.yaml``
 and ``fastcore-train convert SRC DST --to paddle``.
 
-``python -m fastcore_train`` is the same program.
+``python -m fastcore_train`` is the same program; usage lines and errors name the command the way
+it was run.
 """
 from __future__ import annotations
 
@@ -10,16 +11,24 @@ import sys
 from typing import Optional, Sequence
 
 
-def main(argv: Optional[Sequence[str]] = None) -> int:
+#: How the console script is called (``[project.scripts]`` in pyproject.toml).
+CONSOLE_NAME = "fastcore-train"
+#: How the same program is called through the interpreter.
+MODULE_NAME = "python -m fastcore_train"
+
+
+def main(argv: Optional[Sequence[str]] = None, prog: str = CONSOLE_NAME) -> int:
+    """Run the command line ``argv`` (default: this process's); the exit status. ``prog`` is the
+    command's name in usage lines and errors."""
     from fastcore_train.cli.convert import add_convert_arguments, main_convert
     from fastcore_train.demo import add_demo_arguments, main_demo
 
     arguments = list(sys.argv[1:] if argv is None else argv)
     if arguments[:1] == ["fit"]:  # jsonargparse parses fit's arguments (fastcore_train.cli.fit)
         from fastcore_train.cli.fit import main_fit
-        return main_fit(arguments[1:])
+        return main_fit(arguments[1:], prog=f"{prog} fit")
 
-    parser = argparse.ArgumentParser(prog="fastcore-train",
+    parser = argparse.ArgumentParser(prog=prog,
                                      description="fastcore_train: one Trainer for torch, paddle, jittor and oneflow.")
     commands = parser.add_subparsers(dest="command", required=True)
     demo = commands.add_parser("demo", help="train a small MLP on the shipped handwritten-digits data",
@@ -36,8 +45,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     args = parser.parse_args(arguments)
     if args.command == "convert":
         return main_convert(args)
-    return main_demo(args)
+    return main_demo(args, prog=f"{prog} demo")
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(prog=MODULE_NAME))

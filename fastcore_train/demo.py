@@ -8,12 +8,15 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
 
 from fastcore_train.data import load_digits
-from fastcore_train.drivers.registry import available_driver_names, backend_for_driver_name, load_backend
+from fastcore_train.drivers.registry import (BackendNotInstalledError, available_driver_names, backend_for_driver_name,
+                                             load_backend)
+from fastcore_train.parallel.placement import DeviceUnavailableError
 
 
 def parse_device(text: str) -> Any:
@@ -79,8 +82,8 @@ def trend_line(curves: Any) -> str:
 
 def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
     """The demo's command-line options, added to ``parser``."""
-    parser.add_argument("--driver", default="torch", choices=available_driver_names(),
-                        help="backend driver to train with (default: torch)")
+    parser.add_argument("--driver", default="torch", metavar="NAME",
+                        help=f"backend driver to train with: {', '.join(available_driver_names())} (default: torch)")
     parser.add_argument("--device", default="cpu", type=parse_device,
                         help="'cpu', 'cuda:0', a GPU index, or a comma list for several (default: cpu)")
     parser.add_argument("--epochs", type=int, default=20, help="training epochs (default: 20)")
@@ -93,9 +96,25 @@ def add_demo_arguments(parser: argparse.ArgumentParser) -> None:
                         help="progress display (default: auto = rich in a terminal, plain lines otherwise)")
 
 
-def main_demo(args: argparse.Namespace) -> int:
-    """Run the demo with parsed command-line options; the exit status."""
+def main_demo(args: argparse.Namespace, prog: str = "fastcore-train demo") -> int:
+    """Run the demo with parsed command-line options; the exit status.
+
+    What the user's setup decides (an unknown driver name, a framework that is not installed, a
+    device this machine lacks) is one line on stderr naming the fix, and exit status 2, as for a
+    bad option; anything else keeps its traceback.
+    """
+    if backend_for_driver_name(args.driver, strict=False) is None:
+        return _setup_error(prog, f"unknown driver {args.driver!r}; pass one of {', '.join(available_driver_names())}.")
     progress = None if args.progress_bar == "none" else args.progress_bar
-    run_demo(driver=args.driver, device=args.device, n_epochs=args.epochs, batch_size=args.batch_size,
-             lr=args.lr, seed=args.seed, output=args.output, progress_bar=progress)
+    try:
+        run_demo(driver=args.driver, device=args.device, n_epochs=args.epochs, batch_size=args.batch_size,
+                 lr=args.lr, seed=args.seed, output=args.output, progress_bar=progress)
+    except (BackendNotInstalledError, DeviceUnavailableError) as error:
+        return _setup_error(prog, str(error))
     return 0
+
+
+def _setup_error(prog: str, message: str) -> int:
+    sys.stdout.flush()
+    sys.stderr.write(f"{prog}: error: {message}\n")
+    return 2

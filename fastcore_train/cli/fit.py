@@ -17,12 +17,12 @@ from fastcore_train.cli.errors import ConfigError, from_parser_error
 from fastcore_train.cli.sections import Section, add_section_arguments, config_files, read_sections
 from fastcore_train.config.trainer_args import TrainerArgs
 
-INSTALL_HINT = "fastcore-train fit needs jsonargparse: pip install 'fastcore-train[cli]'"
+INSTALL_HINT = "fit needs jsonargparse: pip install 'fastcore-train[cli]'"
 CONFIG_NAME = "config.yaml"
 
 
-def build_parser(sections: dict[str, Section]) -> Any:
-    """The jsonargparse parser of ``fit`` for these sections."""
+def build_parser(sections: dict[str, Section], prog: str = "fastcore-train fit") -> Any:
+    """The jsonargparse parser of ``fit`` for these sections (``prog``: the command's name)."""
     try:
         from jsonargparse import ArgumentParser
     except ImportError as error:
@@ -30,7 +30,7 @@ def build_parser(sections: dict[str, Section]) -> Any:
     from fastcore_train.events.callback import Callback
     from fastcore_train.metrics.metric import Metric
 
-    parser = ArgumentParser(prog="fastcore-train fit", exit_on_error=False, allow_abbrev=False,
+    parser = ArgumentParser(prog=prog, exit_on_error=False, allow_abbrev=False,
                             description="Train from a config file: model, data, optimizer (and lr_scheduler) "
                                         "named by import path with their init_args, the Trainer's arguments "
                                         "under trainer:. Command-line --key.sub value overrides the file.")
@@ -51,11 +51,11 @@ def build_parser(sections: dict[str, Section]) -> Any:
     return parser
 
 
-def parse(argv: Sequence[str]) -> tuple[Any, Any, dict[str, Section]]:
+def parse(argv: Sequence[str], prog: str = "fastcore-train fit") -> tuple[Any, Any, dict[str, Section]]:
     """``(parser, config namespace, sections)``; a bad config is a :class:`ConfigError`."""
     import argparse
     sections = read_sections(argv)
-    parser = build_parser(sections)
+    parser = build_parser(sections, prog)
     try:
         config = parser.parse_args(list(argv))
     except (argparse.ArgumentError, TypeError, ValueError) as error:
@@ -116,12 +116,13 @@ def build_and_run(parser: Any, config: Any, sections: dict[str, Section]) -> Any
     return trainer
 
 
-def main_fit(argv: Sequence[str]) -> int:
-    """Run ``fit`` with its command-line arguments; the exit status (2: a bad config)."""
+def main_fit(argv: Sequence[str], prog: str = "fastcore-train fit") -> int:
+    """Run ``fit`` with its command-line arguments; the exit status (2: a bad config). ``prog``
+    is the command's name in usage lines and errors."""
     try:
-        parser, config, sections = parse(argv)
+        parser, config, sections = parse(argv, prog)
         build_and_run(parser, config, sections)
     except ConfigError as error:
-        sys.stderr.write(f"fastcore-train fit: error: {error}\n")
+        sys.stderr.write(f"{prog}: error: {error}\n")
         return 2
     return 0

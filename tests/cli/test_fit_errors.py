@@ -62,7 +62,7 @@ def test_the_command_prints_one_line_and_exits_2(tmp_path):
                                capture_output=True, text=True, timeout=120)
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
-        f"fastcore-train fit: error: {path} line {line}: key 'trainer.n_epochs': Expected a <class 'int'>. "
+        f"python -m fastcore_train fit: error: {path} line {line}: key 'trainer.n_epochs': Expected a <class 'int'>. "
         "Got value: five"]
 
 

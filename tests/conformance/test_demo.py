@@ -25,3 +25,16 @@ def test_demo_help_lists_the_options():
                                capture_output=True, text=True, check=True)
     for option in ("--driver", "--device", "--epochs"):
         assert option in completed.stdout
+
+
+def test_demo_on_a_device_this_machine_lacks_is_one_line_and_exit_2(harness):
+    """No traceback: a GPU index no machine here has is a fact of the setup, said in one line."""
+    completed = subprocess.run(
+        [sys.executable, "-m", "fastcore_train", "demo", "--driver", harness.driver_name, "--device", "cuda:99",
+         "--epochs", "1"], capture_output=True, text=True, timeout=300,
+    )
+    assert completed.returncode == 2, completed.stderr[-3000:]
+    assert "Traceback" not in completed.stderr, completed.stderr[-3000:]
+    errors = [line for line in completed.stderr.splitlines() if line.startswith("python -m fastcore_train demo:")]
+    assert len(errors) == 1 and "device='cuda:99'" in errors[0] and "pass device='cpu'" in errors[0], \
+        completed.stderr[-3000:]

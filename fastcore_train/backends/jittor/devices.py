@@ -6,6 +6,7 @@ from typing import Any
 import jittor as jt
 
 from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _FORMS = "'cpu', 'cuda' (or 'gpu', 'cuda:N'), a GPU index, or None (jittor's current setting)"
 
@@ -28,7 +29,7 @@ def parse_device(device: Any) -> str:
     if kind != "cuda" or (index and not index.isdigit()):
         raise ValueError(f"device={device!r} is not a jittor device; pass {_FORMS}.")
     if not jt.has_cuda:
-        raise ValueError(f"device={device!r} needs CUDA, which this jittor cannot use (no CUDA found, or "
+        raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this jittor cannot use (no CUDA found, or "
                          "nvcc_path=''); pass device='cpu'.")
     if index and int(index) != 0:
         raise ValueError(f"device={device!r}: jittor uses one GPU per process; select it with "

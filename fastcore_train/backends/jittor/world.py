@@ -17,6 +17,7 @@ import numpy as np
 
 from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.environment import MPIRUN, RankFacts
+from fastcore_train.parallel.launcher import MPI_INSTALL_HINT
 
 
 def world_from_environment() -> Optional[RankFacts]:
@@ -31,7 +32,7 @@ def _mpi() -> Any:
     mpi = jt.mpi
     if mpi is None:
         raise RuntimeError("jittor's MPI support is not available in this process; run it under mpirun "
-                           "(install MPI with: apt-get install -y openmpi-bin libopenmpi-dev).")
+                           f"(no MPI installed? {MPI_INSTALL_HINT}).")
     return mpi
 
 

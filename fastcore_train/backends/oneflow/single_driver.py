@@ -12,6 +12,7 @@ from fastcore_train.backends.oneflow.rng import Reseeder, check_reseed_mode, dra
 from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
+from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype", "reseed"}
 
@@ -37,9 +38,11 @@ def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.de
         raise ValueError(f"device must be a str, int, oneflow.device or None, got {type(device).__name__}.")
     if parsed.type == "cuda":
         if not flow.cuda.is_available():
-            raise ValueError(f"device={device!r} needs CUDA, which this oneflow cannot use; pass device='cpu'.")
+            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this oneflow cannot use; "
+                                         "pass device='cpu'.")
         if parsed.index >= flow.cuda.device_count():
-            raise ValueError(f"device={device!r}: only {flow.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceUnavailableError(f"device={device!r}: only {flow.cuda.device_count()} CUDA device(s) "
+                                         "are visible.")
     elif parsed.type != "cpu":
         raise ValueError(f"device={device!r}: the oneflow driver trains on 'cpu' or 'cuda:N'.")
     return parsed

@@ -8,6 +8,7 @@ import os
 import paddle
 
 from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _FORMS = ("'cpu', 'gpu', 'gpu:N' (or 'cuda', 'cuda:N'), a GPU index, a paddle Place, or None "
           "(paddle's current device)")
@@ -53,10 +54,10 @@ def parse_device(device: Any) -> str:
     if parsed.startswith("gpu"):
         available = gpu_count()
         if available == 0:
-            raise ValueError(f"device={device!r} needs a GPU, but this paddle cannot use one (a CPU build, or "
-                             "no GPU visible); pass device='cpu', or install paddlepaddle-gpu.")
+            raise DeviceUnavailableError(f"device={device!r} needs a GPU, but this paddle cannot use one (a CPU "
+                                         "build, or no GPU visible); pass device='cpu', or install paddlepaddle-gpu.")
         if int(parsed.split(":")[1]) >= available:
-            raise ValueError(f"device={device!r}: only {available} GPU(s) are visible.")
+            raise DeviceUnavailableError(f"device={device!r}: only {available} GPU(s) are visible.")
     return parsed
 
 

@@ -10,6 +10,7 @@ from fastcore_train.backends.torch.persistence import TorchPersistence
 from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
 from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
 
@@ -32,11 +33,13 @@ def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
         raise ValueError(f"device must be a str, int, torch.device or None, got {type(device).__name__}.")
     if parsed.type == "cuda":
         if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} needs CUDA, which this torch cannot use; pass device='cpu'.")
+            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this torch cannot use (a CPU build, "
+                                         "or no GPU); pass device='cpu'.")
         if parsed.index is None:
             parsed = torch.device("cuda", torch.cuda.current_device())
         if parsed.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
+            raise DeviceUnavailableError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) "
+                                         "are visible.")
     return parsed
 
 
