@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 from jittor.dataset import Dataset
 
-from fastcore_train.backends.jittor.tensors import to_numeric, to_numpy
+from fastcore_train.backends.jittor.tensors import move_to_device, to_numeric, to_numpy
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -96,10 +96,11 @@ def replace_batch_sampler(dataloader: Any, batch_sampler: Any) -> SampledDataset
 
 class JittorData(DataAdapter):
     """``driver.data`` for jittor: Vars live wherever ``jt.flags.use_cuda`` says, so batches are
-    never moved."""
+    never moved; numpy arrays in them become Vars."""
 
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     to_numeric = staticmethod(to_numeric)
     to_numpy = staticmethod(to_numpy)
+    move_to = staticmethod(move_to_device)
