@@ -96,7 +96,7 @@ def replace_batch_sampler(dataloader: Any, batch_sampler: Any) -> SampledDataset
 
 class JittorData(DataAdapter):
     """``driver.data`` for jittor: Vars live wherever ``jt.flags.use_cuda`` says, so batches are
-    never moved; numpy arrays in them become Vars."""
+    never moved."""
 
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
     dataloader_args = staticmethod(get_dataloader_args)

@@ -8,20 +8,19 @@ local dashboard (``swanlab watch <folder>/swanlog``; it needs ``pip install 'swa
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import traceback
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from fastcore_train.callbacks.metric_log import MetricLogCallback
 from fastcore_train.callbacks.tensorboard_logger import tag_for
+from fastcore_train.callbacks.trackers.run_tracker import RunTrackerCallback
 
 INSTALL_HINT = "SwanLabCallback needs swanlab: pip install 'fastcore-train[trackers]' (or swanlab)"
 MODES = ("offline", "local", "online", "disabled")
 
 
-class SwanLabCallback(MetricLogCallback):
+class SwanLabCallback(RunTrackerCallback):
     """Log ``train/loss``, ``evaluate/<result>`` and ``epoch`` at step = batches trained. Rank 0
     only; the run id is kept in checkpoints, so a resumed training continues the same run
     (offline, each start writes its own ``run-*`` folder with that id; ``swanlab sync`` joins
@@ -32,17 +31,16 @@ class SwanLabCallback(MetricLogCallback):
     ``SWANLAB_MODE`` says otherwise), ``"local"``, ``"online"``.
     """
 
+    package = "swanlab"
+    install_hint = INSTALL_HINT
+
     def __init__(self, folder: Union[str, Path] = "logs", log_every_n_batches: int = 50,
                  run_name: Optional[str] = None, project: str = "fastcore_train", mode: Optional[str] = None) -> None:
-        super().__init__(folder, log_every_n_batches, run_subfolder=True)
-        if importlib.util.find_spec("swanlab") is None:  # fail now, not after training began
-            raise ImportError(INSTALL_HINT)
+        super().__init__(folder, log_every_n_batches, run_name)
         self.mode = mode or os.environ.get("SWANLAB_MODE") or "offline"
         if self.mode not in MODES:
             raise ValueError(f"SwanLabCallback mode must be one of {', '.join(MODES)}, got {self.mode!r}.")
         self.project = project
-        self.run_name = run_name
-        self.run_id: Optional[str] = None
         self._run: Any = None
         self._epoch_step: Optional[int] = None  # SwanLab keeps one value per key and step
         self._error: Optional[BaseException] = None
@@ -55,10 +53,9 @@ class SwanLabCallback(MetricLogCallback):
     def open(self, trainer: Any, resumed_at: int) -> None:
         import swanlab
         self.log_dir.mkdir(parents=True, exist_ok=True)
-        name = self.run_name or (self.run_folder.name if self.run_folder is not None else None)
         self._error = None
-        self._run = swanlab.init(project=self.project, name=name, id=self.run_id, log_dir=str(self.log_dir),
-                                 mode=self.mode, resume="allow")
+        self._run = swanlab.init(project=self.project, name=self.display_name(), id=self.run_id,
+                                 log_dir=str(self.log_dir), mode=self.mode, resume="allow")
         self.run_id = self._run.id
 
     def write(self, kind: str, step: int, epoch: int, values: dict[str, float]) -> None:
@@ -80,11 +77,3 @@ class SwanLabCallback(MetricLogCallback):
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
         self._error = exception
         super().on_exception(trainer, exception)
-
-    def on_save_checkpoint(self, trainer: Any) -> dict:
-        return {**super().on_save_checkpoint(trainer), "run_id": self.run_id}
-
-    def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
-        super().on_load_checkpoint(trainer, states)
-        if states and states.get("run_id"):
-            self.run_id = states["run_id"]
