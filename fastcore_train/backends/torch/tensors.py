@@ -1,8 +1,8 @@
 """Moving nested batches of torch tensors and turning tensors into python numbers.
 
-Only the torch calls for one tensor are here (``from_numpy``, ``to`` with ``non_blocking``, ``item``,
-``tolist``);
-:func:`fastcore_train.utils.nested.map_tensors` walks the containers around them.
+Only the torch calls for one tensor are here (``from_numpy``, ``to`` with ``non_blocking``,
+``item``, ``tolist``); :func:`fastcore_train.utils.nested.map_tensors` walks the containers
+around them.
 """
 from __future__ import annotations
 
