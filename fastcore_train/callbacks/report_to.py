@@ -17,6 +17,7 @@ REPORTERS: dict[str, tuple[str, str, Optional[str]]] = {
     "tensorboard": ("fastcore_train.callbacks.tensorboard_logger", "TensorBoardCallback", "tensorboardX"),
     "mlflow": ("fastcore_train.callbacks.trackers.mlflow_tracker", "MLflowCallback", "mlflow"),
     "wandb": ("fastcore_train.callbacks.trackers.wandb_tracker", "WandbCallback", "wandb"),
+    "swanlab": ("fastcore_train.callbacks.trackers.swanlab_tracker", "SwanLabCallback", "swanlab"),
 }
 
 

@@ -77,9 +77,9 @@ class TrainerArgs:
     collective_timeout: float = _arg(1800.0, "Data parallel: seconds a rank may make no progress before every rank "
                                              "exits naming the rank that did not arrive.")
     report_to: list[str] = _arg([], "Metric logs and experiment trackers to report to: csv, tensorboard, mlflow, "
-                                    "wandb (or all: every installed one).")
+                                    "wandb, swanlab (or all: every installed one).")
     report_dir: str = _arg("logs", "Folder of the report_to logs (csv and tensorboard files, mlflow's SQLite "
-                                   "store, wandb's offline runs).")
+                                   "store, wandb's and swanlab's offline runs).")
     report_every_n_batches: int = _arg(50, "Report the training loss every n batches (0: never).")
     run_name: Optional[str] = _arg(None, "Run name shown by the trackers (default: the run folder's name).")
     marker: Optional[str] = _arg(None, "Which @Trainer.on functions apply to this Trainer.")

@@ -17,6 +17,7 @@ from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.parallel.watchdog import STEP, STOP_DECISION
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
+from fastcore_train.utils.arrays import holds_arrays
 from fastcore_train.utils.param_call import apply_mapping
 
 
@@ -111,7 +112,7 @@ class TrainLoopMixin:
                 fetch_end(self)
             if mapping is not None:
                 batch = apply_mapping(mapping, batch)
-            if move:
+            if move or holds_arrays(batch):  # numpy batches become tensors on the device
                 batch = driver.data.move(batch)
             if batch_begin is not None:
                 batch_begin(self, batch, None)

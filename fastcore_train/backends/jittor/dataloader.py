@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 from jittor.dataset import Dataset
 
-from fastcore_train.backends.jittor.tensors import to_numeric, to_numpy
+from fastcore_train.backends.jittor.tensors import move_to_device, to_numeric, to_numpy
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -103,3 +103,4 @@ class JittorData(DataAdapter):
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     to_numeric = staticmethod(to_numeric)
     to_numpy = staticmethod(to_numpy)
+    move_to = staticmethod(move_to_device)

@@ -9,12 +9,15 @@ from typing import Any, Optional
 
 import oneflow as flow
 
+from fastcore_train.utils.arrays import map_tensors_and_arrays
 from fastcore_train.utils.nested import map_tensors
 
 
 def move_to_device(data: Any, device: Any) -> Any:
-    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``."""
-    return map_tensors(data, flow.Tensor, lambda tensor: tensor.to(device))
+    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``, and
+    every numeric numpy array made a tensor there (``flow.from_numpy``)."""
+    return map_tensors_and_arrays(data, flow.Tensor, lambda array: flow.from_numpy(array).to(device),
+                                  lambda tensor: tensor.to(device))
 
 
 def _tensor_to_numeric(tensor: flow.Tensor) -> Any:

@@ -6,12 +6,15 @@ from typing import Any, Optional
 
 import paddle
 
+from fastcore_train.utils.arrays import map_tensors_and_arrays
 from fastcore_train.utils.nested import map_tensors
 
 
 def move_to_device(data: Any, device: str) -> Any:
-    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``."""
-    return map_tensors(data, paddle.Tensor, lambda tensor: tensor.to(device))
+    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``, and
+    every numeric numpy array made a tensor there (``paddle.to_tensor``)."""
+    return map_tensors_and_arrays(data, paddle.Tensor, lambda array: paddle.to_tensor(array, place=device),
+                                  lambda tensor: tensor.to(device))
 
 
 def _tensor_to_numeric(tensor: paddle.Tensor) -> Any:

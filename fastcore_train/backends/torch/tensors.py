@@ -1,7 +1,8 @@
 """Moving nested batches of torch tensors and turning tensors into python numbers.
 
-Only the torch calls for one tensor are here (``to`` with ``non_blocking``, ``item``, ``tolist``);
-:func:`fastcore_train.utils.nested.map_tensors` walks the containers around them.
+Only the torch calls for one tensor are here (``from_numpy``, ``to`` with ``non_blocking``,
+``item``, ``tolist``); :func:`fastcore_train.utils.nested.map_tensors` walks the containers
+around them.
 """
 from __future__ import annotations
 
@@ -9,12 +10,15 @@ from typing import Any, Optional
 
 import torch
 
+from fastcore_train.utils.arrays import map_tensors_and_arrays
 from fastcore_train.utils.nested import map_tensors
 
 
 def move_to_device(data: Any, device: torch.device, non_blocking: bool = True) -> Any:
-    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``."""
-    return map_tensors(data, torch.Tensor, lambda tensor: tensor.to(device, non_blocking=non_blocking))
+    """``data`` with every tensor inside (dicts, lists, tuples, nested) moved to ``device``, and
+    every numeric numpy array made a tensor there (``torch.from_numpy``)."""
+    return map_tensors_and_arrays(data, torch.Tensor, lambda array: torch.from_numpy(array).to(device),
+                                  lambda tensor: tensor.to(device, non_blocking=non_blocking))
 
 
 def _tensor_to_numeric(tensor: torch.Tensor) -> Any:

@@ -134,3 +134,58 @@ def test_wandb_offline_holds_the_listener_values_across_stop_and_resume(harness,
     logged_results = {row["_step"]: row["evaluate/acc_acc"] for row in rows if "evaluate/acc_acc" in row}
     assert logged_losses == losses
     assert logged_results == {step: result["acc#acc"] for step, result in evaluations.items()}
+
+
+def read_swanlab_runs(folder) -> list[list]:
+    """The records of each offline SwanLab run file under ``folder`` (in the order the runs
+    started), read with SwanLab's own store reader and record type."""
+    from swanlab.proto.swanlab.record.v1.record_pb2 import Record
+    from swanlab.sdk.internal.core_python.store import DataStoreReader
+
+    runs = []
+    for path in sorted(folder.glob("swanlog/run-*/run-*.swanlab")):
+        reader = DataStoreReader()
+        reader.open(path)
+        records = []
+        for data in reader:
+            record = Record()
+            record.ParseFromString(data)
+            records.append(record)
+        reader.close()
+        runs.append(records)
+    return runs
+
+
+def test_swanlab_offline_holds_the_listener_values_across_stop_and_resume(harness, tmp_path):
+    from fastcore_train.callbacks.trackers.swanlab_tracker import SwanLabCallback
+    losses, evaluations = straight_run(harness)
+    first, second = stopped_and_resumed(
+        harness, lambda: SwanLabCallback(tmp_path / "logs", log_every_n_batches=1, run_name="digits"), tmp_path)
+    assert first.run_id is not None and first.run_id == second.run_id  # the resumed training continued the run
+
+    runs = read_swanlab_runs(tmp_path / "logs")
+    assert len(runs) == 2  # one run file per start of the run, both with its id
+    starts = [next(r.start for r in records if r.WhichOneof("record_type") == "start") for records in runs]
+    assert [(start.id, start.name, start.project) for start in starts] == [(first.run_id, "digits", "fastcore_train")] * 2
+    finishes = [[r.finish.state for r in records if r.WhichOneof("record_type") == "finish"] for records in runs]
+    from swanlab.proto.swanlab.run.v1.run_pb2 import RunState
+    assert finishes == [[RunState.RUN_STATE_CRASHED], [RunState.RUN_STATE_FINISHED]]  # stopped by StopRun, then done
+
+    logged: dict[str, dict[int, float]] = {}
+    for records in runs:  # the resumed run's values replace what the interrupted run logged after its checkpoint
+        for record in records:
+            if record.WhichOneof("record_type") == "scalar":
+                logged.setdefault(record.scalar.key, {})[record.scalar.step] = record.scalar.value.number
+    assert logged["train/loss"] == losses
+    assert logged["evaluate/acc_acc"] == {step: result["acc#acc"] for step, result in evaluations.items()}
+    assert sorted(logged["epoch"]) == sorted({*losses, *evaluations})
+
+
+def test_swanlab_mode_is_checked_and_report_to_names_it(tmp_path):
+    from fastcore_train.callbacks.report_to import report_callbacks
+    from fastcore_train.callbacks.trackers.swanlab_tracker import SwanLabCallback
+    with pytest.raises(ValueError, match="mode must be one of offline, local, online"):
+        SwanLabCallback(tmp_path, mode="cloud")
+    built = report_callbacks(["swanlab"], tmp_path, every_n_batches=3, run_name="x")
+    assert [type(callback).__name__ for callback in built] == ["SwanLabCallback"]
+    assert (built[0].mode, built[0].log_every_n_batches, built[0].run_name) == ("offline", 3, "x")

@@ -61,6 +61,12 @@ class BackendHarness(ABC):
         samples' dataset indices, when ``with_index``)."""
 
     @abstractmethod
+    def loader_over(self, dataset: Any, batch_size: int) -> Any:
+        """The framework's own dataloader over ``dataset``, any object with ``__len__`` and
+        ``__getitem__`` (samples as dicts of numpy arrays, a Hugging Face ``datasets.Dataset``),
+        in order."""
+
+    @abstractmethod
     def make_lr_scheduler(self, optimizer: Any) -> Any:
         """A step-decay LR scheduler (halve the LR every 2 steps) of the framework."""
 

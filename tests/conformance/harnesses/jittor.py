@@ -7,6 +7,8 @@ per micro-batch and ``optimizer.step()`` when accumulating.
 """
 from __future__ import annotations
 
+from typing import Any
+
 import jittor as jt
 import numpy as np
 from jittor.dataset import Dataset
@@ -52,6 +54,18 @@ class ArrayDataset(Dataset):
         return sample
 
 
+class DatasetOver(Dataset):
+    """Any sized, indexable dataset as a jittor Dataset (jittor's loader is its Dataset class)."""
+
+    def __init__(self, inner: Any, batch_size: int) -> None:
+        super().__init__()
+        self.inner = inner
+        self.set_attrs(total_len=len(inner), batch_size=batch_size, shuffle=False)
+
+    def __getitem__(self, index: int) -> Any:
+        return self.inner[int(index)]
+
+
 def _clip(optimizer: jt.optim.Optimizer, clip_type: str, value: float) -> None:
     """Jittor's optimizer clips by norm; by value, each gradient it holds is clamped (``Var.clamp``)."""
     if clip_type == "norm":
@@ -80,6 +94,9 @@ class Harness(BackendHarness):
 
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)
+
+    def loader_over(self, dataset, batch_size):
+        return DatasetOver(dataset, batch_size)
 
     def lr_of(self, optimizer):
         return optimizer.param_groups[0].get("lr", optimizer.lr)
