@@ -7,14 +7,13 @@ server or database works too (``tracking_uri=``, or the ``MLFLOW_TRACKING_URI`` 
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import time
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from fastcore_train.callbacks.metric_log import MetricLogCallback
 from fastcore_train.callbacks.tensorboard_logger import tag_for
+from fastcore_train.callbacks.trackers.run_tracker import RunTrackerCallback
 
 INSTALL_HINT = ("MLflowCallback needs mlflow (and sqlalchemy, alembic for the local store): "
                 "pip install 'fastcore-train[trackers]'")
@@ -27,7 +26,7 @@ def local_store(folder: Union[str, Path]) -> str:
     return f"sqlite:///{path / 'mlflow.db'}"
 
 
-class MLflowCallback(MetricLogCallback):
+class MLflowCallback(RunTrackerCallback):
     """Log ``train/loss`` and ``evaluate/<result>`` (``#`` becomes ``_``) to an MLflow run, at
     step = batches trained. Rank 0 only; the run id is kept in checkpoints, so a resumed training
     logs into the same run (values the interrupted run logged after its checkpoint stay in
@@ -38,17 +37,16 @@ class MLflowCallback(MetricLogCallback):
     ``run_name``: the run's name (default: the run folder's name, i.e. its start time).
     """
 
+    package = "mlflow"
+    install_hint = INSTALL_HINT
+
     def __init__(self, folder: Union[str, Path] = "logs", log_every_n_batches: int = 50,
                  run_name: Optional[str] = None, tracking_uri: Optional[str] = None,
                  experiment_name: str = "fastcore_train") -> None:
-        super().__init__(folder, log_every_n_batches, run_subfolder=True)
-        if importlib.util.find_spec("mlflow") is None:  # fail now, not after training began
-            raise ImportError(INSTALL_HINT)
+        super().__init__(folder, log_every_n_batches, run_name)
         #: None until the run opens: then the given URI, MLFLOW_TRACKING_URI, or the local store.
         self.tracking_uri = tracking_uri or os.environ.get("MLFLOW_TRACKING_URI")
         self.experiment_name = experiment_name
-        self.run_name = run_name
-        self.run_id: Optional[str] = None
         self._client: Any = None
 
     def open(self, trainer: Any, resumed_at: int) -> None:
@@ -62,8 +60,7 @@ class MLflowCallback(MetricLogCallback):
         experiment = self._client.get_experiment_by_name(self.experiment_name)
         experiment_id = experiment.experiment_id if experiment is not None else \
             self._client.create_experiment(self.experiment_name)
-        name = self.run_name or (self.run_folder.name if self.run_folder is not None else None)
-        self.run_id = self._client.create_run(experiment_id, run_name=name).info.run_id
+        self.run_id = self._client.create_run(experiment_id, run_name=self.display_name()).info.run_id
 
     def write(self, kind: str, step: int, epoch: int, values: dict[str, float]) -> None:
         from mlflow.entities import Metric
@@ -76,11 +73,3 @@ class MLflowCallback(MetricLogCallback):
         if self._client is not None and self.run_id is not None:
             self._client.set_terminated(self.run_id)
         self._client = None
-
-    def on_save_checkpoint(self, trainer: Any) -> dict:
-        return {**super().on_save_checkpoint(trainer), "run_id": self.run_id}
-
-    def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
-        super().on_load_checkpoint(trainer, states)
-        if states and states.get("run_id"):
-            self.run_id = states["run_id"]

@@ -6,19 +6,18 @@ variable) logs to the W&B service instead.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import uuid
 from pathlib import Path
 from typing import Any, Optional, Union
 
-from fastcore_train.callbacks.metric_log import MetricLogCallback
 from fastcore_train.callbacks.tensorboard_logger import tag_for
+from fastcore_train.callbacks.trackers.run_tracker import RunTrackerCallback
 
 INSTALL_HINT = "WandbCallback needs wandb: pip install 'fastcore-train[trackers]' (or wandb)"
 
 
-class WandbCallback(MetricLogCallback):
+class WandbCallback(RunTrackerCallback):
     """Log ``train/loss``, ``evaluate/<result>`` and ``epoch`` at step = batches trained. Rank 0
     only; the run id is kept in checkpoints, so a resumed training continues the same run
     (offline, each start writes its own ``offline-run-*`` folder of that run; ``wandb sync``
@@ -28,15 +27,14 @@ class WandbCallback(MetricLogCallback):
     name); ``mode``: ``"offline"`` (default unless ``WANDB_MODE`` says otherwise), ``"online"``.
     """
 
+    package = "wandb"
+    install_hint = INSTALL_HINT
+
     def __init__(self, folder: Union[str, Path] = "logs", log_every_n_batches: int = 50,
                  run_name: Optional[str] = None, project: str = "fastcore_train", mode: Optional[str] = None) -> None:
-        super().__init__(folder, log_every_n_batches, run_subfolder=True)
-        if importlib.util.find_spec("wandb") is None:  # fail now, not after training began
-            raise ImportError(INSTALL_HINT)
+        super().__init__(folder, log_every_n_batches, run_name)
         self.project = project
-        self.run_name = run_name
         self.mode = mode or os.environ.get("WANDB_MODE") or "offline"
-        self.run_id: Optional[str] = None
         self._run: Any = None
 
     def open(self, trainer: Any, resumed_at: int) -> None:
@@ -44,9 +42,8 @@ class WandbCallback(MetricLogCallback):
         Path(self.folder).mkdir(parents=True, exist_ok=True)
         if self.run_id is None:
             self.run_id = uuid.uuid4().hex[:12]
-        name = self.run_name or (self.run_folder.name if self.run_folder is not None else None)
-        self._run = wandb.init(project=self.project, name=name, id=self.run_id, dir=str(self.folder),
-                               mode=self.mode, resume="allow", reinit="create_new")
+        self._run = wandb.init(project=self.project, name=self.display_name(), id=self.run_id,
+                               dir=str(self.folder), mode=self.mode, resume="allow", reinit="create_new")
 
     def write(self, kind: str, step: int, epoch: int, values: dict[str, float]) -> None:
         record = {tag_for(kind, name): value for name, value in values.items()}
@@ -56,11 +53,3 @@ class WandbCallback(MetricLogCallback):
         if self._run is not None:
             self._run.finish()
             self._run = None
-
-    def on_save_checkpoint(self, trainer: Any) -> dict:
-        return {**super().on_save_checkpoint(trainer), "run_id": self.run_id}
-
-    def on_load_checkpoint(self, trainer: Any, states: Optional[dict]) -> None:
-        super().on_load_checkpoint(trainer, states)
-        if states and states.get("run_id"):
-            self.run_id = states["run_id"]
