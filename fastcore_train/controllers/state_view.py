@@ -6,7 +6,7 @@ the like; these properties forward to the one :class:`~fastcore_train.controller
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
