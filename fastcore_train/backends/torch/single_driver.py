@@ -9,6 +9,7 @@ from fastcore_train.backends.torch.dataloader import TorchData
 from fastcore_train.backends.torch.persistence import TorchPersistence
 from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
 from fastcore_train.drivers.backend_options import check_backend_options
+from fastcore_train.drivers.cuda_device import parse_cuda_device
 from fastcore_train.drivers.driver import Driver
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
@@ -16,28 +17,8 @@ _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
 
 def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
     """A ``torch.device`` from "cpu", "cuda", "cuda:1", 1, a torch.device, or None (model's device)."""
-    if device is None:
-        first = next(model.parameters(), None)
-        return first.device if first is not None else torch.device("cpu")
-    if isinstance(device, torch.device):
-        parsed = device
-    elif isinstance(device, int) and not isinstance(device, bool):
-        parsed = torch.device("cuda", device)
-    elif isinstance(device, str):
-        try:
-            parsed = torch.device(device)
-        except RuntimeError as error:
-            raise ValueError(f"device={device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'.") from error
-    else:
-        raise ValueError(f"device must be a str, int, torch.device or None, got {type(device).__name__}.")
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise ValueError(f"device={device!r} needs CUDA, which this torch cannot use; pass device='cpu'.")
-        if parsed.index is None:
-            parsed = torch.device("cuda", torch.cuda.current_device())
-        if parsed.index >= torch.cuda.device_count():
-            raise ValueError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) are visible.")
-    return parsed
+    return parse_cuda_device(device, model, framework="torch", device_class=torch.device, cuda=torch.cuda,
+                             name_errors=(RuntimeError,))
 
 
 class TorchSingleDriver(Driver):
