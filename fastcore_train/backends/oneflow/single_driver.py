@@ -73,10 +73,6 @@ class OneflowSingleDriver(Driver):
                                "for an exact resume.", ", ".join(drawing))
         return self._reseeder
 
-    @property
-    def device(self) -> flow.device:
-        return self._device
-
     def evaluate_context(self) -> ContextManager[Any]:
         return flow.no_grad()
 

@@ -53,10 +53,6 @@ class TorchSingleDriver(Driver):
         self.model.to(self._device)
         self.precision.setup()
 
-    @property
-    def device(self) -> torch.device:
-        return self._device
-
     def evaluate_context(self) -> ContextManager[Any]:
         return torch.no_grad()
 
