@@ -83,7 +83,7 @@ def f_pre_rec_result(
 
 class FPreRecBase(Metric):
     """A metric of per-label ``tp``/``fp``/``fn`` counts scored as F-beta, precision and recall;
-    subclasses count in ``update`` and name the labels in ``get_metric`` (see :meth:`result`)."""
+    subclasses count in ``update`` and name the labels in ``get_metric`` (see :meth:`_scores`)."""
 
     def __init__(self, only_gross: bool, f_type: str, beta: float, aggregate_when_get_metric: Optional[bool],
                  backend: Optional[str]) -> None:
@@ -92,15 +92,12 @@ class FPreRecBase(Metric):
         self.beta = beta
         self.only_gross = only_gross
 
-    def register_counts(self, size: int) -> None:
+    def _register_counts(self, size: int) -> None:
         """Declare the :data:`COUNTS` elements with ``size`` zero slots each."""
         for name in COUNTS:
             self.register_element(name, np.zeros(size, dtype=np.int64), aggregate_method="sum")
 
-    def result(self, names: Sequence[Any], excluded: Iterable[int] = ()) -> dict:
+    def _scores(self, names: Sequence[Any], excluded: Iterable[int] = ()) -> dict:
         """:func:`f_pre_rec_result` of the counts, label ``i`` named ``names[i]``."""
-        tp: Any = self.tp
-        fn: Any = self.fn
-        fp: Any = self.fp
-        return f_pre_rec_result(names, tp.numpy(), fn.numpy(), fp.numpy(), f_type=self.f_type, beta=self.beta,
-                                only_gross=self.only_gross, excluded=excluded)
+        return f_pre_rec_result(names, self.tp.numpy(), self.fn.numpy(), self.fp.numpy(), f_type=self.f_type,
+                                beta=self.beta, only_gross=self.only_gross, excluded=excluded)

@@ -49,7 +49,7 @@ class ClassifyFPreRecMetric(FPreRecBase):
         self.tag_vocab: Optional[TagVocab] = None if tag_vocab is None else read_tag_vocab(tag_vocab)
         self.ignore_labels = list(ignore_labels or ())
         self._ignored_ids = _resolve_ignored(self.ignore_labels, self.tag_vocab)
-        self.register_counts(0 if self.tag_vocab is None else len(self.tag_vocab))
+        self._register_counts(0 if self.tag_vocab is None else len(self.tag_vocab))
 
     def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
         """Count one batch.
@@ -84,7 +84,7 @@ class ClassifyFPreRecMetric(FPreRecBase):
         """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
         size = len(self.tp)
         names = self.tag_vocab.labels if self.tag_vocab is not None else [str(i) for i in range(size)]
-        return self.result(names, excluded=self._ignored_ids)
+        return self._scores(names, excluded=self._ignored_ids)
 
     # fastNLP 1.0's names of the counts (its tests read them).
     _tp = property(lambda self: self.tp)

@@ -59,7 +59,7 @@ class SpanFPreRecMetric(FPreRecBase):
         unknown = sorted(self.ignore_labels - set(self.span_labels))
         if unknown:
             raise ValueError(f"ignore_labels {unknown} are not span labels of the tag vocabulary.")
-        self.register_counts(len(self.span_labels))
+        self._register_counts(len(self.span_labels))
 
     def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
         """Count the spans of one batch.
@@ -99,7 +99,7 @@ class SpanFPreRecMetric(FPreRecBase):
 
     def get_metric(self) -> dict:
         """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
-        return self.result(self.span_labels)
+        return self._scores(self.span_labels)
 
     def _decode(self, tags: list) -> list:
         return decode_spans(tags, self.encoding_type, self.tag_vocab.special, self.ignore_labels)

@@ -17,11 +17,12 @@ class TensorReader:
 
     ``to_number(tensor)``: python numbers (a scalar via ``item()``, else ``tolist()``);
     ``to_array(tensor)``: a numpy array on the host; ``trainable(tensor)``: whether backward can
-    train from it.
+    train from it. The defaults are the calls of torch-style tensors (torch, oneflow).
     """
 
-    def __init__(self, tensor_type: TensorType, to_number: Callable[[Any], Any], to_array: Callable[[Any], Any],
-                 trainable: Callable[[Any], Any]) -> None:
+    def __init__(self, tensor_type: TensorType, to_number: Callable[[Any], Any],
+                 to_array: Callable[[Any], Any] = lambda tensor: tensor.detach().cpu().numpy(),
+                 trainable: Callable[[Any], Any] = lambda tensor: tensor.requires_grad) -> None:
         self.tensor_type = tensor_type
         self._to_number = to_number
         self._to_array = to_array

@@ -13,8 +13,7 @@ def _var_to_numeric(var: jt.Var) -> Any:
     return var.item() if var.numel() == 1 else var.numpy().tolist()
 
 
-_READER = TensorReader(jt.Var, to_number=_var_to_numeric, to_array=lambda var: var.numpy(),
-                       trainable=lambda var: var.requires_grad)
+_READER = TensorReader(jt.Var, to_number=_var_to_numeric, to_array=lambda var: var.numpy())
 to_numeric = _READER.to_numeric
 to_numpy = _READER.to_numpy
 requires_grad = _READER.requires_grad

@@ -23,8 +23,7 @@ def _tensor_to_numeric(tensor: torch.Tensor) -> Any:
     return tensor.item() if tensor.numel() == 1 else tensor.cpu().tolist()
 
 
-_READER = TensorReader(torch.Tensor, to_number=_tensor_to_numeric, to_array=lambda tensor: tensor.detach().cpu().numpy(),
-                       trainable=lambda tensor: tensor.requires_grad)
+_READER = TensorReader(torch.Tensor, to_number=_tensor_to_numeric)
 to_numeric = _READER.to_numeric
 to_numpy = _READER.to_numpy
 requires_grad = _READER.requires_grad
