@@ -5,13 +5,16 @@ honours gradient accumulation, so a custom step keeps the Trainer's bookkeeping 
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Callable, Optional
 
 from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
 from fastcore_train.controllers.loss_check import check_loss
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.utils.param_call import apply_mapping
+
+#: An optimizer event of the callback manager: ``event(trainer, optimizers)``.
+OptimizerEvent = Callable[[Any, list], None]
 
 
 class BatchStepMixin:
@@ -69,18 +72,21 @@ class BatchStepMixin:
         """Step the optimizers, on the last micro-batch of each accumulation group only."""
         if self._update_now:
             manager = self.callback_manager
-            if manager.on_before_optimizers_step is not None:
-                manager.on_before_optimizers_step(self, self.driver.optimizers)
-            self.driver.step()
-            if manager.on_after_optimizers_step is not None:
-                manager.on_after_optimizers_step(self, self.driver.optimizers)
+            self._around_optimizers(manager.on_before_optimizers_step, self.driver.step,
+                                    manager.on_after_optimizers_step)
 
     def zero_grad(self) -> None:
         """Clear gradients, on the last micro-batch of each accumulation group only."""
         if self._update_now:
             manager = self.callback_manager
-            if manager.on_before_zero_grad is not None:
-                manager.on_before_zero_grad(self, self.driver.optimizers)
-            self.driver.zero_grad()
-            if manager.on_after_zero_grad is not None:
-                manager.on_after_zero_grad(self, self.driver.optimizers)
+            self._around_optimizers(manager.on_before_zero_grad, self.driver.zero_grad, manager.on_after_zero_grad)
+
+    def _around_optimizers(self, before: Optional[OptimizerEvent], action: Callable[[], None],
+                           after: Optional[OptimizerEvent]) -> None:
+        """``action()`` between the events ``before`` and ``after`` (None: no callback listens),
+        which are given the driver's optimizers."""
+        if before is not None:
+            before(self, self.driver.optimizers)
+        action()
+        if after is not None:
+            after(self, self.driver.optimizers)

@@ -16,7 +16,7 @@ from __future__ import annotations
 import math
 from typing import Any, Callable, Optional
 
-from fastcore_train.drivers.registry import all_backends, load_backend_part
+from fastcore_train.drivers.registry import all_backends, find_backend_part
 
 TENSORS_PART = "tensors"
 
@@ -26,11 +26,8 @@ def grad_probe(backend: str) -> Optional[Callable[[Any], Optional[bool]]]:
     entry = next((entry for entry in all_backends() if entry.name == backend), None)
     if entry is None:
         return None
-    try:
-        module = load_backend_part(entry, TENSORS_PART)
-    except ModuleNotFoundError as error:
-        if error.name != f"{entry.module}.{TENSORS_PART}":
-            raise
+    module = find_backend_part(entry, TENSORS_PART)
+    if module is None:
         return None
     probe = getattr(module, "requires_grad", None)
     return probe if callable(probe) else None

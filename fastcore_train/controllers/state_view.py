@@ -6,10 +6,22 @@ the like; these properties forward to the one :class:`~fastcore_train.controller
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
+
+
+def _state_attribute(name: str, writable: bool = True) -> property:
+    """A Trainer attribute that reads (and, if ``writable``, writes) ``trainer.state.<name>``."""
+
+    def read(self: "StateViewMixin") -> Any:
+        return getattr(self.state, name)
+
+    def write(self: "StateViewMixin", value: Any) -> None:
+        setattr(self.state, name, value)
+
+    return property(read, write if writable else None, doc=f"``trainer.state.{name}``.")
 
 
 class StateViewMixin:
@@ -26,41 +38,13 @@ class StateViewMixin:
     def optimizers(self) -> list[Any]:
         return self.driver.optimizers
 
-    @property
-    def n_epochs(self) -> int:
-        return self.state.n_epochs
-
-    @n_epochs.setter
-    def n_epochs(self, value: int) -> None:
-        self.state.n_epochs = value
-
-    @property
-    def cur_epoch_idx(self) -> int:
-        return self.state.cur_epoch_idx
-
-    @cur_epoch_idx.setter
-    def cur_epoch_idx(self, value: int) -> None:
-        self.state.cur_epoch_idx = value
-
-    @property
-    def global_forward_batches(self) -> int:
-        return self.state.global_forward_batches
-
-    @global_forward_batches.setter
-    def global_forward_batches(self, value: int) -> None:
-        self.state.global_forward_batches = value
-
-    @property
-    def batch_idx_in_epoch(self) -> int:
-        return self.state.batch_idx_in_epoch
-
-    @batch_idx_in_epoch.setter
-    def batch_idx_in_epoch(self, value: int) -> None:
-        self.state.batch_idx_in_epoch = value
-
-    @property
-    def num_batches_per_epoch(self) -> Optional[int]:
-        return self.state.num_batches_per_epoch
+    # fastNLP 1.0's names of the state's fields (the first four can be set too).
+    n_epochs = _state_attribute("n_epochs")
+    cur_epoch_idx = _state_attribute("cur_epoch_idx")
+    global_forward_batches = _state_attribute("global_forward_batches")
+    batch_idx_in_epoch = _state_attribute("batch_idx_in_epoch")
+    num_batches_per_epoch = _state_attribute("num_batches_per_epoch", writable=False)
+    total_batches = _state_attribute("total_batches", writable=False)
 
     @property
     def n_batches(self) -> int:
@@ -69,7 +53,3 @@ class StateViewMixin:
         unsized dataloader)."""
         total = self.state.total_batches
         return total if total is not None else self.state.n_batches
-
-    @property
-    def total_batches(self) -> Optional[int]:
-        return self.state.total_batches

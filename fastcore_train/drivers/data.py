@@ -4,10 +4,12 @@ The controller asks it how many batches a dataloader has, which batch sampler it
 it samples (so that :mod:`fastcore_train.samplers.adapt` can swap in a reproducible sampler), to
 rebuild it around another batch sampler, to move a batch to the device and to read tensors as
 python numbers. Defaults here are the answers for any iterable; a backend's
-``backends/<name>/dataloader.py`` subclasses :class:`DataAdapter` and names its framework's calls.
+``backends/<name>/dataloader.py`` subclasses :class:`DataAdapter` and names its framework's calls:
+how its dataloaders are read and rebuilt, and its ``tensors`` module for moving and reading tensors.
 """
 from __future__ import annotations
 
+from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
 if TYPE_CHECKING:
@@ -23,6 +25,9 @@ class DataAdapter:
 
     #: The kind of dataloader to suggest in errors, e.g. ``"a torch.utils.data.DataLoader"``.
     example = "an iterable of batches"
+    #: The backend's ``tensors`` module: ``to_numeric(value)``, ``to_numpy(value)`` and (where
+    #: batches are moved) ``move_to_device(batch, device)``. None: values are left as they are.
+    tensors: Optional[ModuleType] = None
 
     def __init__(self, device: Any = None, needs_move: bool = False) -> None:
         self.device = device
@@ -63,17 +68,13 @@ class DataAdapter:
 
     def move(self, batch: Any) -> Any:
         """``batch`` with every tensor inside (nested) moved to :attr:`device`."""
-        return self.move_to(batch, self.device)
-
-    @staticmethod
-    def move_to(batch: Any, device: Any) -> Any:
-        """The framework's nested move (``utils.nested`` based); the identity by default."""
-        return batch
+        move = getattr(self.tensors, "move_to_device", None)
+        return batch if move is None else move(batch, self.device)
 
     def to_numeric(self, value: Any) -> Any:
         """A tensor (or nested container of them) as python numbers, for logs and results."""
-        return value
+        return value if self.tensors is None else self.tensors.to_numeric(value)
 
     def to_numpy(self, value: Any) -> Any:
         """A tensor (or nested container of them) as numpy arrays on the host, for predictions."""
-        return value
+        return value if self.tensors is None else self.tensors.to_numpy(value)

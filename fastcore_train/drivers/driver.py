@@ -33,7 +33,8 @@ if TYPE_CHECKING:
 class Driver(ABC):
     """Framework-specific operations used by the controller; see the module docstring.
 
-    A backend sets ``backend`` (its registry name) and, in its constructor, ``io`` (its
+    A backend sets ``backend`` (its registry name) and, in its constructor, ``_device`` (its
+    parsed device), ``io`` (its
     :class:`~fastcore_train.drivers.persistence.Persistence`) and, where they differ from the
     single-process defaults, ``precision``, ``comm`` and ``data``. Its optimizer class is named
     by ``_optimizer_type`` and ``_optimizer_name`` (checked by :meth:`set_optimizers`).
@@ -44,6 +45,8 @@ class Driver(ABC):
     #: The framework's optimizer base class and its public name; set by each backend.
     _optimizer_type: Optional[type] = None
     _optimizer_name: str = ""
+    #: This rank's device as the framework names it; each backend's constructor sets it.
+    _device: Any = None
 
     def __init__(self, model: Any, fp16: bool = False, **kwargs: Any) -> None:
         #: The model as trained: the user's, or a wrapper the driver put around it at set-up.
@@ -101,9 +104,9 @@ class Driver(ABC):
         self.optimizers = listed
 
     @property
-    @abstractmethod
     def device(self) -> Any:
-        """Where the model's parameters live (this rank's device)."""
+        """Where the model's parameters live (this rank's device, as the backend parsed it)."""
+        return self._device
 
     def unwrap_model(self) -> Any:
         """The user's model, without any wrapper the driver put around it."""

@@ -53,6 +53,28 @@ def data_parallel_call(wrapper: Any, module: Any, fn_name: str, for_training: bo
     return functools.partial(wrapper, target), signature
 
 
+
+class DataParallelCalls:
+    """Mixin of a data-parallel driver (listed before its single-process base): training calls go
+    through the gradient-synchronising wrapper ``self.model``, everything else to the user's module.
+
+    The driver sets ``_user_module`` (the user's model, unwrapped) and ``_user_wrapped`` (whether
+    the user passed the framework's wrapper already) and names the wrapper in ``wrapper_name``.
+    """
+
+    #: The framework's data-parallel wrapper, as named in errors.
+    wrapper_name = "the data-parallel wrapper"
+    model: Any
+    _user_module: Any
+    _user_wrapped: bool
+
+    def unwrap_model(self) -> Any:
+        return self._user_module
+
+    def get_model_call_fn(self, fn_name: str, for_training: bool = True) -> CallFn:
+        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
+                                  user_wrapped=self._user_wrapped, wrapper_name=self.wrapper_name)
+
 def method_dispatch_class(module_base: type, module_name: str) -> type:
     """A subclass of the framework's module class ``module_base`` wrapping a model, whose forward
     runs the model method named by its first argument (``"forward"``: the model's own call).

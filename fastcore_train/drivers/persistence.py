@@ -56,6 +56,16 @@ class Persistence(ABC):
         """Restore what :meth:`rng_state` returned."""
 
     # ------------------------------------------------------------------ shared by the backends
+    @staticmethod
+    def as_state_dict(loaded: Any, path: Path, module_type: type, model_kind: str = "a model") -> Any:
+        """What a model file held, as a state dict: a dict as it is, a whole pickled model (a
+        ``module_type``) by its ``state_dict()``; anything else is a TypeError naming the file."""
+        if isinstance(loaded, module_type):
+            return loaded.state_dict()
+        if not isinstance(loaded, dict):
+            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not {model_kind} or state dict.")
+        return loaded
+
     def training_state(self, optimizer_states: list[Any]) -> dict[str, Any]:
         """The training state a driver writes: its optimizers' states, then the precision's
         scaler state (None without a scaler)."""

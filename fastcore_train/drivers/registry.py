@@ -187,6 +187,17 @@ def load_backend_part(entry: BackendEntry, part: str) -> ModuleType:
     return importlib.import_module(f"{entry.module}.{part}")
 
 
+def find_backend_part(entry: BackendEntry, part: str) -> Optional[ModuleType]:
+    """:func:`load_backend_part`, or None when the backend has no such module (parts such as
+    ``tensors`` and ``metrics`` are optional for a third-party backend)."""
+    try:
+        return load_backend_part(entry, part)
+    except ModuleNotFoundError as error:
+        if error.name != f"{entry.module}.{part}":
+            raise
+        return None
+
+
 def load_backend(entry: BackendEntry) -> ModuleType:
     """Import a backend subpackage, turning a missing framework into an install instruction and
     a subpackage that lacks part of the backend contract into a clear error."""

@@ -1,14 +1,20 @@
 """F-beta, precision and recall from true-positive / false-negative / false-positive counts.
 
-Shared by the classification and the span metrics, which differ only in what they count.
+Shared by the classification and the span metrics, which differ only in what they count: both
+derive from :class:`FPreRecBase`, which holds the settings, the count elements and the result.
 """
 from __future__ import annotations
 
-from typing import Iterable, Optional, Sequence, Tuple
+from typing import Any, Iterable, Optional, Sequence, Tuple
 
 import numpy as np
 
-__all__ = ["F_TYPES", "check_f_type", "f_pre_rec", "f_pre_rec_result"]
+from fastcore_train.metrics.metric import Metric
+
+__all__ = ["F_TYPES", "COUNTS", "FPreRecBase", "check_f_type", "f_pre_rec", "f_pre_rec_result"]
+
+#: The count elements, ``int64`` numpy arrays with one slot per label, summed over ranks.
+COUNTS = ("tp", "fp", "fn")
 
 F_TYPES = ("micro", "macro")
 
@@ -73,3 +79,25 @@ def f_pre_rec_result(
         )
     result.update(zip(("f", "pre", "rec"), gross))
     return {key: round(value, 6) for key, value in result.items()}
+
+
+class FPreRecBase(Metric):
+    """A metric of per-label ``tp``/``fp``/``fn`` counts scored as F-beta, precision and recall;
+    subclasses count in ``update`` and name the labels in ``get_metric`` (see :meth:`_scores`)."""
+
+    def __init__(self, only_gross: bool, f_type: str, beta: float, aggregate_when_get_metric: Optional[bool],
+                 backend: Optional[str]) -> None:
+        super().__init__(backend=backend, aggregate_when_get_metric=aggregate_when_get_metric)
+        self.f_type = check_f_type(f_type)
+        self.beta = beta
+        self.only_gross = only_gross
+
+    def _register_counts(self, size: int) -> None:
+        """Declare the :data:`COUNTS` elements with ``size`` zero slots each."""
+        for name in COUNTS:
+            self.register_element(name, np.zeros(size, dtype=np.int64), aggregate_method="sum")
+
+    def _scores(self, names: Sequence[Any], excluded: Iterable[int] = ()) -> dict:
+        """:func:`f_pre_rec_result` of the counts, label ``i`` named ``names[i]``."""
+        return f_pre_rec_result(names, self.tp.numpy(), self.fn.numpy(), self.fp.numpy(), f_type=self.f_type,
+                                beta=self.beta, only_gross=self.only_gross, excluded=excluded)

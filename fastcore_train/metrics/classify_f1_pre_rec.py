@@ -14,18 +14,15 @@ from typing import Any, Iterable, List, Optional, Set
 
 import numpy as np
 
-from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
+from fastcore_train.metrics._fscore import COUNTS, FPreRecBase
 from fastcore_train.metrics._inputs import (as_class_ids, check_class_ids, position_mask, predicted_ids,
                                             scored_classes)
 from fastcore_train.metrics._tag_vocab import TagVocab, read_tag_vocab
-from fastcore_train.metrics.metric import Metric
 
 __all__ = ["ClassifyFPreRecMetric"]
 
-_COUNTS = ("tp", "fp", "fn")
 
-
-class ClassifyFPreRecMetric(Metric):
+class ClassifyFPreRecMetric(FPreRecBase):
     """F-beta / precision / recall over classes, micro or macro averaged (fastNLP semantics).
 
     :param tag_vocab: label names by class id (dict, list/tuple or ``idx2word`` vocabulary);
@@ -48,16 +45,11 @@ class ClassifyFPreRecMetric(Metric):
         aggregate_when_get_metric: Optional[bool] = None,
         backend: Optional[str] = "auto",
     ) -> None:
-        super().__init__(backend=backend, aggregate_when_get_metric=aggregate_when_get_metric)
-        self.f_type = check_f_type(f_type)
-        self.beta = beta
-        self.only_gross = only_gross
+        super().__init__(only_gross, f_type, beta, aggregate_when_get_metric, backend)
         self.tag_vocab: Optional[TagVocab] = None if tag_vocab is None else read_tag_vocab(tag_vocab)
         self.ignore_labels = list(ignore_labels or ())
         self._ignored_ids = _resolve_ignored(self.ignore_labels, self.tag_vocab)
-        size = 0 if self.tag_vocab is None else len(self.tag_vocab)
-        for name in _COUNTS:
-            self.register_element(name, np.zeros(size, dtype=np.int64), aggregate_method="sum")
+        self._register_counts(0 if self.tag_vocab is None else len(self.tag_vocab))
 
     def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
         """Count one batch.
@@ -92,10 +84,7 @@ class ClassifyFPreRecMetric(Metric):
         """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
         size = len(self.tp)
         names = self.tag_vocab.labels if self.tag_vocab is not None else [str(i) for i in range(size)]
-        return f_pre_rec_result(
-            names, self.tp.numpy(), self.fn.numpy(), self.fp.numpy(), f_type=self.f_type, beta=self.beta,
-            only_gross=self.only_gross, excluded=self._ignored_ids,
-        )
+        return self._scores(names, excluded=self._ignored_ids)
 
     # fastNLP 1.0's names of the counts (its tests read them).
     _tp = property(lambda self: self.tp)
@@ -121,7 +110,7 @@ class ClassifyFPreRecMetric(Metric):
         needed = int(max(pred.max(initial=0), target.max(initial=0))) + 1
         if needed <= size:
             return size
-        for name in _COUNTS:
+        for name in COUNTS:
             setattr(self, name, np.pad(getattr(self, name).numpy(), (0, needed - size)))
         return needed
 

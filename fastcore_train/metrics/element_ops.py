@@ -14,8 +14,8 @@ from typing import Any, Callable, Iterable, Optional
 
 import numpy as np
 
-from fastcore_train.drivers.registry import (BackendEntry, all_backends, backend_for_value, get_backend,
-                                             load_backend_part)
+from fastcore_train.drivers.registry import (BackendEntry, all_backends, backend_for_value, find_backend_part,
+                                             get_backend)
 from fastcore_train.utils.arrays import to_numpy
 
 __all__ = ["ElementOps", "NUMPY_OPS", "element_ops", "ops_for_values", "check_backend_name", "Gather"]
@@ -73,11 +73,8 @@ _CACHE: dict[str, ElementOps] = {}
 def _ops_of(entry: BackendEntry) -> ElementOps:
     """The ops of a registered backend; a backend without a ``metrics`` module keeps numpy values."""
     if entry.name not in _CACHE:
-        try:
-            module = load_backend_part(entry, METRICS_PART)
-        except ModuleNotFoundError as error:
-            if error.name != f"{entry.module}.{METRICS_PART}":
-                raise
+        module = find_backend_part(entry, METRICS_PART)
+        if module is None:
             return NUMPY_OPS
         missing = [name for name in _PART_FUNCTIONS if not callable(getattr(module, name, None))]
         if missing:

@@ -11,17 +11,16 @@ from typing import Any, Iterable, Optional
 
 import numpy as np
 
-from fastcore_train.metrics._fscore import check_f_type, f_pre_rec_result
+from fastcore_train.metrics._fscore import COUNTS, FPreRecBase
 from fastcore_train.metrics._inputs import (as_class_ids, length_mask, predicted_ids, scored_classes,
                                             sequence_lengths)
 from fastcore_train.metrics._span_decode import check_encoding, decode_spans, infer_encoding, span_labels
 from fastcore_train.metrics._tag_vocab import read_tag_vocab
-from fastcore_train.metrics.metric import Metric
 
 __all__ = ["SpanFPreRecMetric"]
 
 
-class SpanFPreRecMetric(Metric):
+class SpanFPreRecMetric(FPreRecBase):
     """Span F-beta / precision / recall, micro or macro averaged (fastNLP semantics).
 
     :param tag_vocab: tags by id (dict, list/tuple or ``idx2word`` vocabulary), e.g.
@@ -47,10 +46,7 @@ class SpanFPreRecMetric(Metric):
         aggregate_when_get_metric: Optional[bool] = None,
         backend: Optional[str] = "auto",
     ) -> None:
-        super().__init__(backend=backend, aggregate_when_get_metric=aggregate_when_get_metric)
-        self.f_type = check_f_type(f_type)
-        self.beta = beta
-        self.only_gross = only_gross
+        super().__init__(only_gross, f_type, beta, aggregate_when_get_metric, backend)
         self.tag_vocab = read_tag_vocab(tag_vocab)
         tags, special = self.tag_vocab.labels, self.tag_vocab.special
         if encoding_type is None:
@@ -63,8 +59,7 @@ class SpanFPreRecMetric(Metric):
         unknown = sorted(self.ignore_labels - set(self.span_labels))
         if unknown:
             raise ValueError(f"ignore_labels {unknown} are not span labels of the tag vocabulary.")
-        for name in ("tp", "fp", "fn"):
-            self.register_element(name, np.zeros(len(self.span_labels), dtype=np.int64))
+        self._register_counts(len(self.span_labels))
 
     def update(self, pred: Any, target: Any, seq_len: Optional[Any] = None) -> None:
         """Count the spans of one batch.
@@ -92,7 +87,7 @@ class SpanFPreRecMetric(Metric):
         self._check_ids(target[mask], "target", scored)
 
         tags = self.tag_vocab.labels
-        counts = {name: getattr(self, name).numpy().copy() for name in ("tp", "fp", "fn")}
+        counts = {name: getattr(self, name).numpy().copy() for name in COUNTS}
         for pred_row, gold_row, length in zip(pred.tolist(), target.tolist(), lengths.tolist()):
             pred_spans = set(self._decode([tags[i] for i in pred_row[:length]]))
             gold_spans = set(self._decode([tags[i] for i in gold_row[:length]]))
@@ -104,10 +99,7 @@ class SpanFPreRecMetric(Metric):
 
     def get_metric(self) -> dict:
         """``f``, ``pre``, ``rec`` (plus per-label keys if ``only_gross=False``), 6 decimals."""
-        return f_pre_rec_result(
-            self.span_labels, self.tp.numpy(), self.fn.numpy(), self.fp.numpy(), f_type=self.f_type, beta=self.beta,
-            only_gross=self.only_gross,
-        )
+        return self._scores(self.span_labels)
 
     def _decode(self, tags: list) -> list:
         return decode_spans(tags, self.encoding_type, self.tag_vocab.special, self.ignore_labels)

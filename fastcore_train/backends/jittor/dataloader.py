@@ -15,7 +15,7 @@ from typing import Any, Iterator, Optional
 
 from jittor.dataset import Dataset
 
-from fastcore_train.backends.jittor.tensors import move_to_device, to_numeric, to_numpy
+from fastcore_train.backends.jittor import tensors as jittor_tensors
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -101,6 +101,4 @@ class JittorData(DataAdapter):
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
-    to_numeric = staticmethod(to_numeric)
-    to_numpy = staticmethod(to_numpy)
-    move_to = staticmethod(move_to_device)
+    tensors = jittor_tensors

@@ -73,11 +73,7 @@ class JittorPersistence(Persistence):
         jt.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = load_file(path, **kwargs)
-        if isinstance(loaded, jt.Module):
-            loaded = loaded.state_dict()
-        if not isinstance(loaded, dict):
-            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a jittor model or state dict.")
+        loaded = self.as_state_dict(load_file(path, **kwargs), path, jt.Module, "a jittor model")
         model = self.driver.unwrap_model()
         expected = set(model.state_dict())
         missing, unexpected = sorted(expected - set(loaded)), sorted(set(loaded) - expected)

@@ -60,10 +60,6 @@ class JittorSingleDriver(Driver):
             self._seeder = StepSeeder(self.comm.rank)
         return self._seeder
 
-    @property
-    def device(self) -> str:
-        return self._device
-
     # ------------------------------------------------------------------ forward / backward
     def _model_method(self, fn_name: str) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
         model = self.unwrap_model()

@@ -3,12 +3,12 @@ python numbers; the walk through the containers around them is
 :func:`fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import jittor as jt
 
 from fastcore_train.utils.arrays import map_tensors_and_arrays
-from fastcore_train.utils.nested import map_tensors
+from fastcore_train.utils.tensor_reader import TensorReader
 
 
 def move_to_device(data: Any, device: Any = None) -> Any:
@@ -21,18 +21,7 @@ def _var_to_numeric(var: jt.Var) -> Any:
     return var.item() if var.numel() == 1 else var.numpy().tolist()
 
 
-def to_numeric(data: Any) -> Any:
-    """Vars (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
-    return map_tensors(data, jt.Var, _var_to_numeric, keep_mapping_type=False)
-
-
-def to_numpy(data: Any) -> Any:
-    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
-    return map_tensors(data, jt.Var, lambda var: var.numpy(), keep_mapping_type=False)
-
-
-def requires_grad(value: Any) -> Optional[bool]:
-    """Whether ``value`` is a tensor that backward can train from (None: not a jt.Var)."""
-    if not isinstance(value, jt.Var):
-        return None
-    return bool(value.requires_grad)
+_READER = TensorReader(jt.Var, to_number=_var_to_numeric, to_array=lambda var: var.numpy())
+to_numeric = _READER.to_numeric
+to_numpy = _READER.to_numpy
+requires_grad = _READER.requires_grad

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from oneflow.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
-from fastcore_train.backends.oneflow.tensors import move_to_device, to_numeric, to_numpy
+from fastcore_train.backends.oneflow import tensors as oneflow_tensors
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
@@ -31,6 +31,4 @@ class OneflowData(DataAdapter):
     example = "a oneflow.utils.data.DataLoader"
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
-    to_numeric = staticmethod(to_numeric)
-    to_numpy = staticmethod(to_numpy)
-    move_to = staticmethod(move_to_device)
+    tensors = oneflow_tensors

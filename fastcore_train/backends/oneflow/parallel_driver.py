@@ -20,14 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Callable, ContextManager, Iterator, Optional
+from typing import Any, ContextManager, Iterator, Optional
 
 import oneflow as flow
 from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
 from fastcore_train.backends.oneflow.world import OneflowCollectives
-from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import RankFacts
 
@@ -35,10 +35,12 @@ from fastcore_train.parallel.environment import RankFacts
 _MethodDispatch = method_dispatch_class(flow.nn.Module, __name__)
 
 
-class OneflowDDPDriver(OneflowSingleDriver):
+class OneflowDDPDriver(DataParallelCalls, OneflowSingleDriver):
     """One rank of a oneflow DDP job. In a self-launched job, the plain process holding this driver
     only supervises: its launcher (:class:`~fastcore_train.parallel.launcher.SpawnAllRanks`) starts
     every rank before :meth:`setup` and never returns."""
+
+    wrapper_name = "oneflow DistributedDataParallel"
 
     def __init__(self, model: flow.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  oneflow_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
@@ -46,11 +48,8 @@ class OneflowDDPDriver(OneflowSingleDriver):
         self._ddp_kwargs = oneflow_kwargs.pop("ddp_kwargs", {})
         super().__init__(model, device=device, fp16=fp16, oneflow_kwargs=oneflow_kwargs, **kwargs)
         self.comm = OneflowCollectives(world, self._device)
-        self._user_ddp = bool(getattr(model, "_is_ddp_module", False))
+        self._user_wrapped = bool(getattr(model, "_is_ddp_module", False))
         self._skip_sync = False
-
-    def unwrap_model(self) -> flow.nn.Module:
-        return self._user_module
 
     @property
     def _user_module(self) -> flow.nn.Module:
@@ -67,7 +66,7 @@ class OneflowDDPDriver(OneflowSingleDriver):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.comm.world_size))
             flow.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
-        if self._user_ddp:
+        if self._user_wrapped:
             # Already wrapped: oneflow's DDP registered its all-reduce hooks on these very parameter
             # tensors, which moving the module would replace; the user placed it before wrapping.
             self._check_user_ddp_device()
@@ -86,11 +85,6 @@ class OneflowDDPDriver(OneflowSingleDriver):
                              f"this rank's device is {self._device}; move the model to the device before wrapping it.")
 
     # ------------------------------------------------------------------ forward
-    def get_model_call_fn(self, fn_name: str, for_training: bool = True
-                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
-                                  user_wrapped=self._user_ddp, wrapper_name="oneflow DistributedDataParallel")
-
     def _after_ddp_forward(self, module: Any, inputs: Any, output: Any) -> None:
         """Runs after DDP's own forward hook: inside ``no_sync``, mark every gradient bucket as
         already reduced so that the backward all-reduces nothing."""
@@ -114,7 +108,7 @@ class OneflowDDPDriver(OneflowSingleDriver):
 
     def no_sync(self) -> ContextManager[Any]:
         """Skip the gradient all-reduce (accumulation micro-steps); oneflow 0.9 has no ``no_sync``."""
-        if self._user_ddp:
+        if self._user_wrapped:
             logger.warning("no_sync is not available for a model you passed through DistributedDataParallel "
                            "yourself; every accumulation step all-reduces.")
             return contextlib.nullcontext()

@@ -74,11 +74,7 @@ class OneflowPersistence(Persistence):
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted folders)."""
-        loaded = load_file(path, map_location=self.driver.device, **kwargs)
-        if isinstance(loaded, flow.nn.Module):
-            loaded = loaded.state_dict()
-        elif not isinstance(loaded, dict):
-            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
+        loaded = self.as_state_dict(load_file(path, map_location=self.driver.device, **kwargs), path, flow.nn.Module)
         self.driver.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:

@@ -10,42 +10,18 @@ from fastcore_train.backends.oneflow.persistence import OneflowPersistence
 from fastcore_train.backends.oneflow.precision import OneflowPrecision
 from fastcore_train.backends.oneflow.rng import Reseeder, check_reseed_mode, drawing_modules, module_generators
 from fastcore_train.drivers.backend_options import check_backend_options
+from fastcore_train.drivers.cuda_device import parse_cuda_device
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
-from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _ONEFLOW_KWARGS = {"set_grad_to_none", "gradscaler_kwargs", "autocast_dtype", "reseed"}
 
 
-
 def parse_device(device: Any, model: Optional[flow.nn.Module] = None) -> flow.device:
     """A ``flow.device`` from "cpu", "cuda", "cuda:1", 1, a flow.device, or None (the model's device)."""
-    if device is None:
-        first = next(model.parameters(), None) if model is not None else None
-        return first.device if first is not None else flow.device("cpu")
-    if isinstance(device, flow.device):
-        parsed = device
-    elif isinstance(device, int) and not isinstance(device, bool):
-        if device < 0:
-            raise ValueError(f"device={device} is not a GPU index; pass 'cpu', 'cuda:N' or a device list.")
-        parsed = flow.device("cuda", device)
-    elif isinstance(device, str):
-        try:
-            parsed = flow.device(device)
-        except Exception as error:  # oneflow raises RuntimeError or its own error types
-            raise ValueError(f"device={device!r} is not a oneflow device; use 'cpu', 'cuda' or 'cuda:N'.") from error
-    else:
-        raise ValueError(f"device must be a str, int, oneflow.device or None, got {type(device).__name__}.")
-    if parsed.type == "cuda":
-        if not flow.cuda.is_available():
-            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this oneflow cannot use; "
-                                         "pass device='cpu'.")
-        if parsed.index >= flow.cuda.device_count():
-            raise DeviceUnavailableError(f"device={device!r}: only {flow.cuda.device_count()} CUDA device(s) "
-                                         "are visible.")
-    elif parsed.type != "cpu":
-        raise ValueError(f"device={device!r}: the oneflow driver trains on 'cpu' or 'cuda:N'.")
-    return parsed
+    # oneflow raises RuntimeError or its own error types for a bad device name.
+    return parse_cuda_device(device, model, framework="oneflow", device_class=flow.device, cuda=flow.cuda,
+                             name_errors=(Exception,), cpu_or_cuda_only=True)
 
 
 class OneflowSingleDriver(Driver):
@@ -96,10 +72,6 @@ class OneflowSingleDriver(Driver):
                                "(%s): a resumed run will not repeat their draws; leave 'reseed' at its default "
                                "for an exact resume.", ", ".join(drawing))
         return self._reseeder
-
-    @property
-    def device(self) -> flow.device:
-        return self._device
 
     def evaluate_context(self) -> ContextManager[Any]:
         return flow.no_grad()

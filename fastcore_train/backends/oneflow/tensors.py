@@ -5,12 +5,13 @@ walks the dicts, lists and tuples around them.
 """
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import oneflow as flow
 
 from fastcore_train.utils.arrays import map_tensors_and_arrays
 from fastcore_train.utils.nested import map_tensors
+from fastcore_train.utils.tensor_reader import TensorReader
 
 
 def move_to_device(data: Any, device: Any) -> Any:
@@ -25,18 +26,7 @@ def _tensor_to_numeric(tensor: flow.Tensor) -> Any:
     return tensor.item() if tensor.numel() == 1 else tensor.cpu().numpy().tolist()
 
 
-def to_numeric(data: Any) -> Any:
-    """Tensors (nested) as python numbers: scalars via ``item()``, others via ``tolist()``."""
-    return map_tensors(data, flow.Tensor, _tensor_to_numeric, keep_mapping_type=False)
-
-
-def to_numpy(data: Any) -> Any:
-    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
-    return map_tensors(data, flow.Tensor, lambda tensor: tensor.detach().cpu().numpy(), keep_mapping_type=False)
-
-
-def requires_grad(value: Any) -> Optional[bool]:
-    """Whether ``value`` is a tensor that backward can train from (None: not a flow.Tensor)."""
-    if not isinstance(value, flow.Tensor):
-        return None
-    return bool(value.requires_grad)
+_READER = TensorReader(flow.Tensor, to_number=_tensor_to_numeric)
+to_numeric = _READER.to_numeric
+to_numpy = _READER.to_numpy
+requires_grad = _READER.requires_grad

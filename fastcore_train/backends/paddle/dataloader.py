@@ -15,7 +15,7 @@ from typing import Any
 
 from paddle.io import BatchSampler, DataLoader, DistributedBatchSampler, IterableDataset, RandomSampler, SequenceSampler
 
-from fastcore_train.backends.paddle.tensors import move_to_device, to_numeric, to_numpy
+from fastcore_train.backends.paddle import tensors as paddle_tensors
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import DataLoaderArgs
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
@@ -56,6 +56,4 @@ class PaddleData(DataAdapter):
     example = "a paddle.io.DataLoader"
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
-    to_numeric = staticmethod(to_numeric)
-    to_numpy = staticmethod(to_numpy)
-    move_to = staticmethod(move_to_device)
+    tensors = paddle_tensors

@@ -10,7 +10,7 @@ inside a parallel environment the user initialised.
 from __future__ import annotations
 
 import os
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, ContextManager, Optional
 
 import paddle
 import paddle.distributed as dist
@@ -20,7 +20,7 @@ from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS
 from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
-from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.parallel.watchdog import framework_timeout
 
@@ -38,7 +38,7 @@ def _fleet_initialised() -> bool:
 _MethodDispatch = method_dispatch_class(paddle.nn.Layer, __name__)
 
 
-class PaddleFleetDriver(PaddleSingleDriver):
+class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
     """One rank of a Fleet data-parallel job; ``world`` says which. A self-launched job's other
     ranks are started by the driver's launcher before :meth:`setup`.
 
@@ -47,6 +47,7 @@ class PaddleFleetDriver(PaddleSingleDriver):
     """
 
     grad_scaler_type = staticmethod(_fleet_grad_scaler)
+    wrapper_name = "paddle.DataParallel"
 
     def __init__(self, model: paddle.nn.Layer, device: Any, world: RankFacts, fp16: bool = False,
                  paddle_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
@@ -58,9 +59,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
         self._user_wrapped = isinstance(model, paddle.DataParallel)
         self._user_module = model._layers if self._user_wrapped else model
         self._wrapped_optimizers: list[tuple[Any, Any]] = []  # (user's, fleet's wrapper)
-
-    def unwrap_model(self) -> paddle.nn.Layer:
-        return self._user_module
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
@@ -81,11 +79,6 @@ class PaddleFleetDriver(PaddleSingleDriver):
         self.precision.setup()
 
     # ------------------------------------------------------------------ forward / backward
-    def get_model_call_fn(self, fn_name: str, for_training: bool = True
-                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
-                                  user_wrapped=self._user_wrapped, wrapper_name="paddle.DataParallel")
-
     def no_sync(self) -> ContextManager[Any]:
         return self.model.no_sync()
 

@@ -54,10 +54,6 @@ class PaddleSingleDriver(Driver):
         self.unwrap_model().to(device=self._device)
         self.precision.setup()
 
-    @property
-    def device(self) -> str:
-        return self._device
-
     def evaluate_context(self) -> ContextManager[Any]:
         return paddle.no_grad()
 

@@ -2,12 +2,13 @@
 into python numbers; the walk through nested containers is :func:`~fastcore_train.utils.nested.map_tensors`."""
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import paddle
 
 from fastcore_train.utils.arrays import map_tensors_and_arrays
 from fastcore_train.utils.nested import map_tensors
+from fastcore_train.utils.tensor_reader import TensorReader
 
 
 def move_to_device(data: Any, device: str) -> Any:
@@ -22,18 +23,8 @@ def _tensor_to_numeric(tensor: paddle.Tensor) -> Any:
     return tensor.item() if int(tensor.size) == 1 else tensor.tolist()
 
 
-def to_numeric(data: Any) -> Any:
-    """Tensors (nested) as python numbers: one element via ``item()``, others via ``tolist()``."""
-    return map_tensors(data, paddle.Tensor, _tensor_to_numeric, keep_mapping_type=False)
-
-
-def to_numpy(data: Any) -> Any:
-    """Tensors (nested) as numpy arrays (0-d for scalars), on the host, detached."""
-    return map_tensors(data, paddle.Tensor, lambda tensor: tensor.numpy(), keep_mapping_type=False)
-
-
-def requires_grad(value: Any) -> Optional[bool]:
-    """Whether ``value`` is a tensor that backward can train from (None: not a paddle.Tensor)."""
-    if not isinstance(value, paddle.Tensor):
-        return None
-    return bool(not value.stop_gradient)
+_READER = TensorReader(paddle.Tensor, to_number=_tensor_to_numeric, to_array=lambda tensor: tensor.numpy(),
+                       trainable=lambda tensor: not tensor.stop_gradient)
+to_numeric = _READER.to_numeric
+to_numpy = _READER.to_numpy
+requires_grad = _READER.requires_grad

@@ -11,7 +11,7 @@ from typing import Any
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
-from fastcore_train.backends.torch.tensors import move_to_device, to_numeric, to_numpy
+from fastcore_train.backends.torch import tensors as torch_tensors
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
@@ -33,12 +33,11 @@ class TorchData(DataAdapter):
     example = "a torch.utils.data.DataLoader"
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
-    to_numeric = staticmethod(to_numeric)
-    to_numpy = staticmethod(to_numpy)
+    tensors = torch_tensors
 
     def __init__(self, device: torch.device, non_blocking: bool = True) -> None:
         super().__init__(device, needs_move=device.type != "cpu")
         self.non_blocking = non_blocking
 
     def move(self, batch: Any) -> Any:
-        return move_to_device(batch, self.device, self.non_blocking)
+        return torch_tensors.move_to_device(batch, self.device, self.non_blocking)

@@ -256,11 +256,7 @@ class DeepSpeedPersistence(TorchPersistence):
             torch.save(state, path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        loaded = load_file(path, map_location="cpu", **kwargs)
-        if isinstance(loaded, torch.nn.Module):
-            loaded = loaded.state_dict()
-        elif not isinstance(loaded, dict):
-            raise TypeError(f"{str(path)!r} holds a {type(loaded).__name__}, not a model or state dict.")
+        loaded = self.as_state_dict(load_file(path, map_location="cpu", **kwargs), path, torch.nn.Module)
         self.driver.load_full_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:

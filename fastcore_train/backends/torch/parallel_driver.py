@@ -10,7 +10,7 @@ import atexit
 import os
 import time
 from datetime import timedelta
-from typing import Any, Callable, ContextManager, Optional
+from typing import Any, ContextManager, Optional
 
 import torch
 import torch.distributed as dist
@@ -18,7 +18,7 @@ from torch.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.drivers.collectives import ObjectCollectives
-from fastcore_train.drivers.model_calls import data_parallel_call, method_dispatch_class
+from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.parallel.watchdog import framework_timeout
 
@@ -43,9 +43,11 @@ def _let_gloo_threads_finish() -> None:
 _MethodDispatch = method_dispatch_class(torch.nn.Module, __name__)
 
 
-class TorchDDPDriver(TorchSingleDriver):
+class TorchDDPDriver(DataParallelCalls, TorchSingleDriver):
     """One rank of a DDP job; ``world`` says which (its ``comm``). A self-launched job's other ranks are started
     by the driver's launcher before :meth:`setup` (see :mod:`fastcore_train.parallel.launcher`)."""
+
+    wrapper_name = "DistributedDataParallel"
 
     def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  torch_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
@@ -54,11 +56,8 @@ class TorchDDPDriver(TorchSingleDriver):
         self._backend = torch_kwargs.pop("backend", None)
         super().__init__(model, device=device, fp16=fp16, torch_kwargs=torch_kwargs, **kwargs)
         self.comm = ObjectCollectives(world, dist, make_tensor=self._int_tensor)
-        self._user_ddp = isinstance(model, DistributedDataParallel)
-        self._user_module = model.module if self._user_ddp else model
-
-    def unwrap_model(self) -> torch.nn.Module:
-        return self._user_module
+        self._user_wrapped = isinstance(model, DistributedDataParallel)
+        self._user_module = model.module if self._user_wrapped else model
 
     def _int_tensor(self, values: list[int]) -> torch.Tensor:
         """Integers on this rank's device, for the process group's small all-reduces."""
@@ -80,7 +79,7 @@ class TorchDDPDriver(TorchSingleDriver):
         else:  # the user's group stays theirs to destroy
             atexit.register(_let_gloo_threads_finish)
         self._user_module.to(self._device)
-        if not self._user_ddp:
+        if not self._user_wrapped:
             self.model = self.wrap_model(_MethodDispatch(self._user_module))
         self.precision.setup()
 
@@ -90,10 +89,5 @@ class TorchDDPDriver(TorchSingleDriver):
         return DistributedDataParallel(dispatch, device_ids=device_ids, **self._ddp_kwargs)
 
     # ------------------------------------------------------------------ forward
-    def get_model_call_fn(self, fn_name: str, for_training: bool = True
-                          ) -> tuple[Callable[..., Any], Optional[Callable[..., Any]]]:
-        return data_parallel_call(self.model, self._user_module, fn_name, for_training,
-                                  user_wrapped=self._user_ddp, wrapper_name="DistributedDataParallel")
-
     def no_sync(self) -> ContextManager[Any]:
         return self.model.no_sync()

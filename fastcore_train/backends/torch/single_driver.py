@@ -9,38 +9,16 @@ from fastcore_train.backends.torch.dataloader import TorchData
 from fastcore_train.backends.torch.persistence import TorchPersistence
 from fastcore_train.backends.torch.precision import CUDA_GRAD_SCALER, TorchPrecision
 from fastcore_train.drivers.backend_options import check_backend_options
+from fastcore_train.drivers.cuda_device import parse_cuda_device
 from fastcore_train.drivers.driver import Driver
-from fastcore_train.parallel.placement import DeviceUnavailableError
 
 _TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
 
 
 def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
     """A ``torch.device`` from "cpu", "cuda", "cuda:1", 1, a torch.device, or None (model's device)."""
-    if device is None:
-        first = next(model.parameters(), None)
-        return first.device if first is not None else torch.device("cpu")
-    if isinstance(device, torch.device):
-        parsed = device
-    elif isinstance(device, int) and not isinstance(device, bool):
-        parsed = torch.device("cuda", device)
-    elif isinstance(device, str):
-        try:
-            parsed = torch.device(device)
-        except RuntimeError as error:
-            raise ValueError(f"device={device!r} is not a torch device; use 'cpu', 'cuda' or 'cuda:N'.") from error
-    else:
-        raise ValueError(f"device must be a str, int, torch.device or None, got {type(device).__name__}.")
-    if parsed.type == "cuda":
-        if not torch.cuda.is_available():
-            raise DeviceUnavailableError(f"device={device!r} needs CUDA, which this torch cannot use (a CPU build, "
-                                         "or no GPU); pass device='cpu'.")
-        if parsed.index is None:
-            parsed = torch.device("cuda", torch.cuda.current_device())
-        if parsed.index >= torch.cuda.device_count():
-            raise DeviceUnavailableError(f"device={device!r}: only {torch.cuda.device_count()} CUDA device(s) "
-                                         "are visible.")
-    return parsed
+    return parse_cuda_device(device, model, framework="torch", device_class=torch.device, cuda=torch.cuda,
+                             name_errors=(RuntimeError,))
 
 
 class TorchSingleDriver(Driver):
@@ -74,10 +52,6 @@ class TorchSingleDriver(Driver):
     def setup(self) -> None:
         self.model.to(self._device)
         self.precision.setup()
-
-    @property
-    def device(self) -> torch.device:
-        return self._device
 
     def evaluate_context(self) -> ContextManager[Any]:
         return torch.no_grad()
