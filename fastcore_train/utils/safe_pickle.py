@@ -59,7 +59,9 @@ def _resolve(module: str, name: str) -> Any:
     if module in _NUMPY_CORE:
         import numpy
 
-        core = "numpy._core" if hasattr(numpy, "_core") else "numpy.core"
+        # By version, not by hasattr(numpy, "_core"): numpy 1.26 has a partial numpy._core shim
+        # that appears as an attribute once something (pyarrow, pandas) imports part of it.
+        core = "numpy._core" if int(numpy.__version__.split(".")[0]) >= 2 else "numpy.core"
         return getattr(importlib.import_module(f"{core}.{_NUMPY_CORE[module]}"), name)
     return getattr(importlib.import_module(module), name)
 

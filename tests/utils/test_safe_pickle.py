@@ -95,3 +95,15 @@ def test_damaged_bytes_are_an_unpickling_error_naming_the_file(tmp_path):
     path.write_bytes(pickle.dumps({"w": np.ones(3)})[:-5])
     with pytest.raises(pickle.UnpicklingError, match=r"Cannot read '.*model\.pkl': it is damaged"):
         safe_pickle.load_file(path)
+
+
+@pytest.mark.skipif(int(np.__version__.split(".")[0]) >= 2, reason="numpy 1.26's partial numpy._core shim only")
+def test_numpy_1_loads_while_its_core_shim_is_imported():
+    """numpy 1.26 ships a partial ``numpy._core`` that becomes an attribute once pyarrow or pandas
+    imports part of it; the unpickler must still use ``numpy.core`` (found with HF datasets)."""
+    import importlib
+
+    importlib.import_module("numpy._core._multiarray_umath")
+    array = np.arange(4, dtype=np.float32)
+    for protocol in PROTOCOLS:
+        np.testing.assert_array_equal(safe_pickle.loads(pickle.dumps(array, protocol=protocol)), array)
