@@ -63,9 +63,11 @@ class Persistence(ABC):
         """Restore what :meth:`rng_state` returned."""
 
     # ------------------------------------------------------------------ snapshots (async checkpoints)
-    #: Whether :meth:`snapshot` works for this driver: False for collective (sharded) saving and for
-    #: backends without the three methods below.
-    supports_snapshot: bool = True
+    @property
+    def supports_snapshot(self) -> bool:
+        """Whether :meth:`snapshot` works for this driver: not for collective (sharded) saving, nor
+        for a backend without :meth:`host_copy`."""
+        return not self.collective_save and type(self).host_copy is not Persistence.host_copy
 
     def model_state(self) -> Any:
         """What ``save_model(path, only_state_dict=True)`` writes (the live state dict)."""
@@ -86,7 +88,7 @@ class Persistence(ABC):
     def snapshot(self) -> tuple[Any, Any]:
         """Host copies of (model state, training state): training may change the live tensors
         while these are written in the background with :meth:`write_object`."""
-        if not self.supports_snapshot or self.collective_save:
+        if not self.supports_snapshot:
             raise NotImplementedError(
                 f"Asynchronous checkpoints are not available for {type(self.driver).__name__}: "
                 + ("its saving is collective (sharded state), " if self.collective_save else "")
