@@ -94,7 +94,8 @@ class Persistence(ABC):
                 + ("its saving is collective (sharded state), " if self.collective_save else "")
                 + "so it cannot snapshot its state to host memory. Save with blocking=True "
                 "(CheckpointCallback(async_save=False)).")
-        return self.host_copy(self.model_state()), self.host_copy(self.training_state_object())
+        model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
+        return model_copy, state_copy
 
     # ------------------------------------------------------------------ shared by the backends
     def training_state(self, optimizer_states: list[Any]) -> dict[str, Any]:

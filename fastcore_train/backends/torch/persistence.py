@@ -102,7 +102,9 @@ class TorchPersistence(Persistence):
         torch.save(obj, path)
 
     def host_copy(self, obj: Any) -> Any:
-        return snapshot.host_copy(obj)
+        if not hasattr(self, "_host_buffers"):
+            self._host_buffers: dict = {}  # reused by the next snapshot (see snapshot.py)
+        return snapshot.host_copy(obj, self._host_buffers)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path, map_location=self.driver.device))
