@@ -20,7 +20,7 @@ simulated: the rank-state files of ranks 1.. written as those ranks would, meta.
 would). Targets: sync <= 1.10x raw, async stall <= 0.2x raw on a model of >= 100 MB. A
 measurement, not a test: it always exits 0 and prints PASS or MISS.
 
-    python bench/checkpoint.py [--backend torch] [--rounds 5] [--features 1024] [--hidden 24576]
+    python bench/checkpoint.py [--backend torch] [--rounds 5] [--features 1024] [--hidden 25600]
 """
 from __future__ import annotations
 
@@ -163,7 +163,7 @@ def parse_args(argv: Any) -> argparse.Namespace:
     parser.add_argument("--backend", choices=BACKENDS, default="torch", help="framework (default torch)")
     parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds (default 5)")
     parser.add_argument("--features", type=int, default=1024, help="MLP inputs (default 1024)")
-    parser.add_argument("--hidden", type=int, default=24576, help="MLP hidden units (default 24576: ~101 MB of weights)")
+    parser.add_argument("--hidden", type=int, default=25600, help="MLP hidden units (default 25600: 100 MiB of weights)")
     parser.add_argument("--batches", type=int, default=3, help="training batches before saving (default 3)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
     args = parser.parse_args(argv)
@@ -214,7 +214,7 @@ def main(argv: Any = None) -> int:
     print()
     sync_ratio = statistics.median(saves["sync"]) / raw
     async_ratio = statistics.median(saves["async"]) / raw
-    big = model_mb >= 100
+    big = model_mb >= 100  # MiB
     print(f"sync save / raw save: {sync_ratio:.2f}  target <= {SYNC_TARGET:.2f}  {'PASS' if sync_ratio <= SYNC_TARGET else 'MISS'}")
     print(f"async stall / raw save: {async_ratio:.2f}  target <= {ASYNC_TARGET:.2f}  "
           f"{'PASS' if async_ratio <= ASYNC_TARGET else 'MISS'}{'' if big else ' (model under 100 MB: not the target size)'}")

@@ -30,6 +30,7 @@ import dataclasses
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -295,9 +296,14 @@ def _sha256(path: Path) -> str:
 
 
 def file_checksums(folder: Path) -> dict[str, str]:
-    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``."""
-    return {path.relative_to(folder).as_posix(): _sha256(path)
-            for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE}
+    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``.
+
+    Files are hashed in parallel threads (hashlib releases the GIL): the model and optimizer files
+    of a large checkpoint take one core each instead of one after the other."""
+    paths = [path for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE]
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(paths), os.cpu_count() or 1))) as pool:
+        digests = list(pool.map(_sha256, paths))
+    return {path.relative_to(folder).as_posix(): digest for path, digest in zip(paths, digests)}
 
 
 def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
