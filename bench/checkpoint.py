@@ -8,6 +8,7 @@ Adam's two moments) for a few batches, then, in interleaved rounds:
   optimizer's state in two files (``driver.io.write_object``, i.e. ``torch.save`` /
   ``paddle.save`` / ``jt.save`` / ``flow.save`` of ``model.state_dict()`` and the optimizer
   state): what a hand-written loop would do;
+* ``raw_durable``: the same, then ``fsync`` of the files (the raw save made to survive a power cut);
 * ``sync``: ``trainer.save_checkpoint(folder)``: the same files plus the random states, the JSON
   files and their checksums, written atomically (temporary folder, rename);
 * ``async``: ``trainer.save_checkpoint(folder, blocking=False)``: the training thread is stalled
@@ -91,8 +92,18 @@ def time_saves(trainer: Any, work: Path, rounds: int) -> dict[str, list[float]]:
         io.write_object(io.model_state(), work / "raw" / f"model{io.model_file_suffix}")
         io.write_object(io.training_state_object(), work / "raw" / f"training_state{io.model_file_suffix}")
 
+    def raw_durable() -> None:  # the raw save, then on disk (what a checkpoint needs to survive a power cut)
+        (work / "raw_durable").mkdir()
+        for name, state in (("model", io.model_state()), ("training_state", io.training_state_object())):
+            path = work / "raw_durable" / f"{name}{io.model_file_suffix}"
+            io.write_object(state, path)
+            for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+                with open(file, "rb") as handle:
+                    os.fsync(handle.fileno())
+
     saves: dict[str, Callable[[], None]] = {
         "raw": raw,
+        "raw_durable": raw_durable,
         "sync": lambda: trainer.save_checkpoint(work / "sync"),
         "async": lambda: trainer.save_checkpoint(work / "async", blocking=False),
     }
@@ -197,7 +208,7 @@ def main(argv: Any = None) -> int:
           f"python {platform.python_version()}, {os.cpu_count()} CPUs")
     print()
     print(f"  {'save':<28} {'median s':>9} {'min s':>7} {'max s':>7} {'vs raw':>7}")
-    labels = {"raw": "raw (framework save)", "sync": "save_checkpoint (blocking)",
+    labels = {"raw": "raw (framework save)", "raw_durable": "raw + fsync (on disk)", "sync": "save_checkpoint (blocking)",
               "async": "async: training stalled", "async published": "async: until published"}
     for name, values in saves.items():
         print(f"  {labels[name]:<28} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f} "
@@ -218,6 +229,9 @@ def main(argv: Any = None) -> int:
     print(f"sync save / raw save: {sync_ratio:.2f}  target <= {SYNC_TARGET:.2f}  {'PASS' if sync_ratio <= SYNC_TARGET else 'MISS'}")
     print(f"async stall / raw save: {async_ratio:.2f}  target <= {ASYNC_TARGET:.2f}  "
           f"{'PASS' if async_ratio <= ASYNC_TARGET else 'MISS'}{'' if big else ' (model under 100 MB: not the target size)'}")
+    durable = statistics.median(saves["raw_durable"])
+    print(f"against the raw save made durable (fsync): sync {statistics.median(saves['sync']) / durable:.2f}, "
+          f"async stall {statistics.median(saves['async']) / durable:.2f}")
     return 0
 
 
