@@ -41,27 +41,13 @@ PEERS = {"fastNLP": "fastNLP", "accelerate": "accelerate", "lightning": "lightni
 
 
 def build_mlp(sizes: tuple[int, ...], seed: int = 0) -> Any:
-    """The MLP with ``train_step(x, y) -> {"loss"}``; same weights for the same seed."""
+    """The MLP of ``bench/hands/torch.py`` (``train_step(x, y) -> {"loss"}``) with these layer sizes;
+    the same weights for the same seed."""
     import torch
 
-    class MLP(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            layers: list[torch.nn.Module] = []
-            for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-                if i:
-                    layers.append(torch.nn.ReLU())
-                layers.append(torch.nn.Linear(n_in, n_out))
-            self.layers = torch.nn.Sequential(*layers)
-
-        def forward(self, x: torch.Tensor) -> torch.Tensor:
-            return self.layers(x)
-
-        def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-            return {"loss": torch.nn.functional.cross_entropy(self(x), y)}
-
+    from bench.hands.torch import MLP
     torch.manual_seed(seed)
-    return MLP()
+    return MLP(sizes)
 
 
 def make_loader_factory(sizes: tuple[int, ...], batches: int, seed: int = 0) -> Callable[[], Any]:
