@@ -55,7 +55,7 @@ def test_an_async_save_equals_a_sync_save_byte_for_byte(harness, tmp_path):
     trainer.save_checkpoint(tmp_path / "sync")
     trainer.save_checkpoint(tmp_path / "async", blocking=False)
     trainer.wait_for_checkpoint()
-    sync, background = files_of(tmp_path / "sync"), files_of(tmp_path / "async")
+    sync, background = (harness.canonical_checkpoint(files_of(tmp_path / name)) for name in ("sync", "async"))
     assert sorted(sync) == sorted(background)
     for name in sync:
         assert sync[name] == background[name], f"{name} differs"
