@@ -208,6 +208,14 @@ class CheckpointContent:
         write_json(staging / META_FILE, dict(self.meta, checksums=file_checksums(staging)))
 
 
+def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only_state_dict: bool) -> None:
+    """A ValueError for options an asynchronous checkpoint cannot take (they write the live model)."""
+    if model_save_fn is not None or not only_state_dict:
+        raise ValueError("An asynchronous checkpoint holds the model's state dict: it cannot be taken with "
+                         "model_save_fn or only_state_dict=False (they write the live model). Save with "
+                         "blocking=True for those.")
+
+
 def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_states: dict[str, Any],
                        only_state_dict: bool = True, model_save_fn: Optional[Callable[[Path], None]] = None,
                        extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None,
@@ -232,10 +240,7 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
     model_name = f"{MODEL_STEM}{io.model_file_suffix}"
     state_name = f"{TRAINING_STATE_STEM}{io.model_file_suffix}"
     if snapshot:
-        if model_save_fn is not None or not only_state_dict:
-            raise ValueError("An asynchronous checkpoint holds the model's state dict: it cannot be taken with "
-                             "model_save_fn or only_state_dict=False (they write the live model). Save with "
-                             "blocking=True for those.")
+        check_snapshot_options(model_save_fn, only_state_dict)
         if writes_model:
             model_copy, state_copy = io.snapshot()
             files += [(model_name, lambda path: io.write_object(model_copy, path)),

@@ -14,8 +14,11 @@ checkpoint as it was (the temporary folder of a dead writer is removed by the ne
   then only logging the error so the run's own exception is the one raised).
 - Data parallel: every rank writes its own files and then a marker file ``.done-rank-<r>``
   (``.failed-rank-<r>`` with the error); rank 0 waits for all markers (up to the collective
-  timeout), removes them, writes ``meta.json`` and publishes. The background threads never call a
-  collective, so they cannot interleave with training's.
+  timeout), removes them, writes ``meta.json`` and publishes. The other ranks hold only their
+  random state (~10 KB; the model and optimizer are rank 0's), so they write it on the training
+  thread at once: no rank's checkpoint then depends on another process's background thread, which
+  a framework holding the GIL inside a collective (jittor's MPI) could starve. Rank 0's background
+  thread never calls a collective, so it cannot interleave with training's.
 
 Written once for every backend; a backend supplies only its ``snapshot.py`` (host copies).
 """
@@ -106,16 +109,26 @@ def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: D
     writer.wait()
     target = Path(folder)
     comm = driver.comm
-    content = ckpt.checkpoint_content(driver, snapshot=True, **content_args)  # before anything is made
+    ckpt.check_snapshot_options(content_args.get("model_save_fn"), content_args.get("only_state_dict", True))
     staging = None
     if comm.is_global_zero():
         staging = begin_atomic(target, ckpt.check_checkpoint_target)
         staging.mkdir(parents=True)
-    if comm.is_distributed():
+    if comm.is_distributed():  # as for a blocking save: the folder is shared, and every rank is at this step
         staging = Path(comm.broadcast_object(None if staging is None else str(staging)))
+        comm.barrier()  # (jittor: runs every rank's pending collective ops here, not in rank 0's snapshot alone)
+    try:
+        content = ckpt.checkpoint_content(driver, snapshot=True, **content_args)
+    except BaseException:
+        if comm.is_global_zero():
+            discard(staging)
+        raise
     facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
                          float(getattr(comm, "timeout", 1800.0)))
-    writer.start(target, lambda: _write_and_publish(content, facts))
+    if comm.is_global_zero():
+        writer.start(target, lambda: _write_and_publish(content, facts))
+    else:  # its own small files (the random state): written now, so no rank waits on another's thread
+        _write_and_publish(content, facts)
 
 
 def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> None:
