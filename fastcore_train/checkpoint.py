@@ -26,9 +26,11 @@ read by the driver's safe loaders (``driver.io``), and a format-1 ``callback_sta
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hashlib
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
@@ -137,11 +139,21 @@ def _json_default(value: Any) -> Any:
     )
 
 
-def write_json(path: Path, data: Any) -> None:
+def json_text(data: Any) -> str:
+    """``data`` as the text :func:`write_json` writes."""
+    return json.dumps(data, default=_json_default, indent=1)
+
+
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` durably (flushed and fsynced)."""
     with open(path, "w", encoding="utf-8") as handle:
-        json.dump(data, handle, default=_json_default, indent=1)
+        handle.write(text)
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def write_json(path: Path, data: Any) -> None:
+    write_text(path, json_text(data))
 
 
 @contextlib.contextmanager
@@ -180,6 +192,80 @@ def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True,
     return model_file(folder, driver)
 
 
+@dataclasses.dataclass
+class CheckpointContent:
+    """What this rank writes into a checkpoint folder: ``files`` are ``(name, write(path))`` in
+    order, and rank 0 adds ``meta.json`` last (:meth:`write_meta`) once every rank has written."""
+
+    meta: dict[str, Any]
+    files: list[tuple[str, Callable[[Path], None]]]
+
+    def write(self, staging: Path) -> None:
+        for name, write in self.files:
+            write(staging / name)
+
+    def write_meta(self, staging: Path) -> None:
+        write_json(staging / META_FILE, dict(self.meta, checksums=file_checksums(staging)))
+
+
+def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only_state_dict: bool) -> None:
+    """A ValueError for options an asynchronous checkpoint cannot take (they write the live model)."""
+    if model_save_fn is not None or not only_state_dict:
+        raise ValueError("An asynchronous checkpoint holds the model's state dict: it cannot be taken with "
+                         "model_save_fn or only_state_dict=False (they write the live model). Save with "
+                         "blocking=True for those.")
+
+
+def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_states: dict[str, Any],
+                       only_state_dict: bool = True, model_save_fn: Optional[Callable[[Path], None]] = None,
+                       extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None,
+                       extra_meta: Optional[dict[str, Any]] = None, snapshot: bool = False) -> CheckpointContent:
+    """This rank's part of a checkpoint (see :func:`write_checkpoint` for who writes what).
+
+    ``snapshot=False`` writes the live state when the files are written; ``snapshot=True`` copies
+    everything now (tensors to host memory with ``driver.io.snapshot()``, JSON to text), so the
+    files can be written later, in the background, while training changes the live state. Both
+    write the same objects with the same calls, so the files are the same byte for byte.
+    """
+    is_zero = driver.comm.is_global_zero()
+    io = driver.io
+    meta = {
+        "format_version": FORMAT_VERSION, "backend": driver.backend,
+        "driver": type(driver).__name__, "world_size": driver.comm.world_size,
+        "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
+        "fastcore_train_version": __version__, **(extra_meta or {}),
+    }
+    files: list[tuple[str, Callable[[Path], None]]] = []
+    writes_model = is_zero or io.collective_save
+    model_name = f"{MODEL_STEM}{io.model_file_suffix}"
+    state_name = f"{TRAINING_STATE_STEM}{io.model_file_suffix}"
+    if snapshot:
+        check_snapshot_options(model_save_fn, only_state_dict)
+        if writes_model:
+            model_copy, state_copy = io.snapshot()
+            files += [(model_name, lambda path: io.write_object(model_copy, path)),
+                      (state_name, lambda path: io.write_object(state_copy, path))]
+    else:
+        if model_save_fn is not None:
+            if is_zero:
+                files.append(("", model_save_fn))
+        elif writes_model:
+            files.append((model_name, lambda path: io.save_model(path, only_state_dict=only_state_dict)))
+        if writes_model:
+            files.append((state_name, io.save_training_state))
+    if rank_state is not None:
+        files.append((RANK_STATE_FILE.format(rank=driver.comm.rank), lambda path: write_rank_state(path, rank_state)))
+    if is_zero:
+        json_files = {TRAINER_STATE_FILE: trainer_state, CALLBACK_STATE_FILE: callback_states, **(extra_json or {})}
+        for name, data in json_files.items():
+            if snapshot:
+                text = json_text(data)
+                files.append((name, lambda path, text=text: write_text(path, text)))
+            else:
+                files.append((name, lambda path, data=data: write_json(path, data)))
+    return CheckpointContent(meta, files)
+
+
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
                      callback_states: dict[str, Any], only_state_dict: bool = True,
                      model_save_fn: Optional[Callable[[Path], None]] = None,
@@ -195,36 +281,14 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     evaluation results a checkpoint was selected by); ``extra_meta`` is added to ``meta.json``
     (e.g. the optimizer classes, checked when it is loaded). Raises :class:`CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
+    :mod:`fastcore_train.checkpoint_async` writes the same files in the background.
     """
     folder = Path(folder)
-    is_zero = driver.comm.is_global_zero()
-    meta = {
-        "format_version": FORMAT_VERSION, "backend": driver.backend,
-        "driver": type(driver).__name__, "world_size": driver.comm.world_size,
-        "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
-        "fastcore_train_version": __version__, **(extra_meta or {}),
-    }
-
-    def write_meta(staging: Path) -> None:  # last, when every rank's files are in place
-        write_json(staging / META_FILE, dict(meta, checksums=file_checksums(staging)))
-
-    writes_model = is_zero or driver.io.collective_save
+    content = checkpoint_content(driver, trainer_state, callback_states, only_state_dict, model_save_fn,
+                                 extra_json, rank_state, extra_meta)
     with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target,
-                     finish=write_meta, every_rank=True) as staging:
-        if model_save_fn is not None:
-            if is_zero:
-                model_save_fn(staging)
-        elif writes_model:
-            driver.io.save_model(model_file(staging, driver), only_state_dict=only_state_dict)
-        if writes_model:
-            driver.io.save_training_state(staging / f"{TRAINING_STATE_STEM}{driver.io.model_file_suffix}")
-        if rank_state is not None:
-            write_rank_state(staging / RANK_STATE_FILE.format(rank=driver.comm.rank), rank_state)
-        if is_zero:
-            write_json(staging / TRAINER_STATE_FILE, trainer_state)
-            write_json(staging / CALLBACK_STATE_FILE, callback_states)
-            for name, data in (extra_json or {}).items():
-                write_json(staging / name, data)
+                     finish=content.write_meta, every_rank=True) as staging:
+        content.write(staging)
     return folder
 
 
@@ -237,9 +301,14 @@ def _sha256(path: Path) -> str:
 
 
 def file_checksums(folder: Path) -> dict[str, str]:
-    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``."""
-    return {path.relative_to(folder).as_posix(): _sha256(path)
-            for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE}
+    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``.
+
+    Files are hashed in parallel threads (hashlib releases the GIL): the model and optimizer files
+    of a large checkpoint take one core each instead of one after the other."""
+    paths = [path for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE]
+    with ThreadPoolExecutor(max_workers=max(1, min(4, len(paths), os.cpu_count() or 1))) as pool:
+        digests = list(pool.map(_sha256, paths))
+    return {path.relative_to(folder).as_posix(): digest for path, digest in zip(paths, digests)}
 
 
 def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:

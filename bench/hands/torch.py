@@ -21,10 +21,10 @@ def configure(threads: int) -> None:
 
 
 class MLP(torch.nn.Module):
-    def __init__(self) -> None:
+    def __init__(self, sizes: tuple[int, ...] = SIZES) -> None:
         super().__init__()
         layers: list[torch.nn.Module] = []
-        for i, (n_in, n_out) in enumerate(zip(SIZES, SIZES[1:])):
+        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
             if i:
                 layers.append(torch.nn.ReLU())
             layers.append(torch.nn.Linear(n_in, n_out))

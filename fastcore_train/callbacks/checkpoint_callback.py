@@ -31,6 +31,11 @@ class CheckpointCallback(Callback):
     after every evaluation and keeps them all. ``save_object="checkpoint"`` (or ``"trainer"``,
     fastNLP 1.0's name) writes resumable checkpoints (``Trainer.save_checkpoint``); ``"model"``
     (fastNLP 1.0's default) writes the model only (``Trainer.save_model``).
+
+    ``async_save=True`` (checkpoints only) writes each checkpoint in the background while training
+    continues (``Trainer.save_checkpoint(..., blocking=False)``): the state is copied to host memory
+    at the save point, the folder appears complete once written, and the run waits for the last one
+    before it returns.
     """
 
     def __init__(self, folder: Union[str, Path, None] = None, every_n_epochs: Optional[int] = None,
@@ -38,7 +43,7 @@ class CheckpointCallback(Callback):
                  on_exceptions: Union[type, Sequence[type], None] = None, monitor: Monitor = None,
                  larger_better: Optional[bool] = None, only_state_dict: bool = True,
                  model_save_fn: Optional[Callable[[Path], None]] = None, save_object: str = "model",
-                 save_evaluate_results: bool = True) -> None:
+                 save_evaluate_results: bool = True, async_save: bool = False) -> None:
         topk = 0 if topk is None else topk
         for name, value in (("every_n_epochs", every_n_epochs), ("every_n_batches", every_n_batches)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
@@ -50,6 +55,11 @@ class CheckpointCallback(Callback):
             raise ValueError(f"save_object must be 'model', 'checkpoint' or 'trainer' (the same as 'checkpoint'), "
                              f"got {save_object!r}.")
         save_object = "checkpoint" if save_object == "trainer" else save_object
+        if async_save and (save_object != "checkpoint" or model_save_fn is not None or not only_state_dict):
+            raise ValueError("async_save=True writes checkpoints of the model's state dict in the background: it needs "
+                             "save_object='checkpoint', only_state_dict=True and no model_save_fn (which writes the live "
+                             "model). Drop async_save, or those options.")
+        self.async_save = async_save
         self.folder = Path(folder if folder is not None else "checkpoints")
         self.every_n_epochs = every_n_epochs
         self.every_n_batches = every_n_batches
@@ -73,6 +83,10 @@ class CheckpointCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         if self.tracker is not None:
             self.tracker.bind(trainer, "CheckpointCallback(topk=...)")
+        if self.async_save and (driver.io.collective_save or not driver.io.supports_snapshot):
+            raise ValueError(f"CheckpointCallback(async_save=True): {type(driver).__name__} cannot snapshot its state "
+                             "to host memory (its saving is collective or its backend has no snapshot.py); "
+                             "pass async_save=False.")
         blocker = blocking_file(self.folder)
         if blocker is not None:  # found now, not at the first save many batches in
             raise ValueError(f"CheckpointCallback cannot write to {str(self.folder)!r}: {str(blocker)!r} "
@@ -141,7 +155,7 @@ class CheckpointCallback(Callback):
         extra = {EVALUATE_RESULTS_FILE: results} if results is not None and self.save_evaluate_results else None
         if self.save_object == "checkpoint":
             trainer.save_checkpoint(target, only_state_dict=self.only_state_dict,
-                                    model_save_fn=self.model_save_fn, extra_json=extra)
+                                    model_save_fn=self.model_save_fn, extra_json=extra, blocking=not self.async_save)
         else:
             trainer.save_model(target, only_state_dict=self.only_state_dict, model_save_fn=self.model_save_fn)
             if extra and trainer.driver.comm.is_global_zero():

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train import checkpoint as ckpt
+from fastcore_train.checkpoint_async import AsyncCheckpointWriter, start_async_checkpoint
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
                                                           optimizer_classes)
 from fastcore_train.controllers.state import TrainerState
@@ -70,7 +71,7 @@ class PersistenceMixin:
 
     def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
                         model_save_fn: Optional[Callable[[Path], None]] = None,
-                        extra_json: Optional[dict[str, Any]] = None) -> None:
+                        extra_json: Optional[dict[str, Any]] = None, blocking: bool = True) -> None:
         """Write everything needed to resume exactly into ``folder``, atomically.
 
         Model, optimizers (and grad scaler), the sampler's position, trainer counters, callback
@@ -79,7 +80,13 @@ class PersistenceMixin:
         ``folder`` may be new, empty, or an earlier checkpoint (replaced whole); anything else
         there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
         on every rank, leaving it untouched.
+
+        ``blocking=False`` copies the state to host memory and returns; the files are written in
+        the background and published only when complete (see :mod:`fastcore_train.checkpoint_async`).
+        One write is in flight at a time: any save first waits for the previous one and raises its
+        error; :meth:`wait_for_checkpoint` waits too, and ``run`` does when it ends.
         """
+        self.wait_for_checkpoint()
         problem = ckpt.checkpoint_target_problem(folder) if self.driver.comm.is_global_zero() else None
         problem = self.driver.comm.broadcast_object(problem)  # every rank raises alike, none waits
         if problem is not None:
@@ -96,12 +103,28 @@ class PersistenceMixin:
         }
         # Every rank writes its own random state (not gathered to rank 0: rank 0's files keep their
         # size at any world size); the model and the JSON files are written as write_checkpoint says.
-        ckpt.write_checkpoint(folder, self.driver, trainer_state, callback_states, only_state_dict,
-                              model_save_fn, extra_json, rank_state=self._get_rng_state(),
-                              extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers),
-                                          LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
-                                          else layout_record(self.driver.unwrap_model())})
-        self.driver.comm.barrier()
+        content = dict(trainer_state=trainer_state, callback_states=callback_states, only_state_dict=only_state_dict,
+                       model_save_fn=model_save_fn, extra_json=extra_json, rank_state=self._get_rng_state(),
+                       extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers),
+                                   LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
+                                   else layout_record(self.driver.unwrap_model())})
+        if blocking:
+            ckpt.write_checkpoint(folder, self.driver, **content)
+            self.driver.comm.barrier()
+        else:
+            start_async_checkpoint(self._checkpoint_writer(), folder, self.driver, content)
+
+    def wait_for_checkpoint(self) -> None:
+        """Wait until an asynchronous checkpoint in flight is published; raise its error if it failed
+        (:class:`~fastcore_train.checkpoint_async.AsyncCheckpointError`). No-op when none is."""
+        writer = getattr(self, "_async_writer", None)
+        if writer is not None:
+            writer.wait()
+
+    def _checkpoint_writer(self) -> AsyncCheckpointWriter:
+        if getattr(self, "_async_writer", None) is None:
+            self._async_writer = AsyncCheckpointWriter()
+        return self._async_writer
 
     def _warn_open_accumulation_group(self) -> None:
         """A checkpoint in the middle of an accumulation group does not hold the gradients

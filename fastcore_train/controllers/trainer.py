@@ -289,10 +289,12 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                     self._stop_requested = guard.decide_stop(self._stop_requested, state.global_forward_batches,
                                                              EPOCH_STOP_DECISION)
             self._fire("on_train_end")
+            self.wait_for_checkpoint()  # an asynchronous checkpoint is published before run() returns
             guard.beat(state.global_forward_batches, TRAIN_END)
             self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
             self._fire("on_exception", interrupt)
+            self._wait_for_checkpoint_quietly()
             self.driver.on_exception(interrupt)
             if not catch_KeyboardInterrupt:
                 raise
@@ -301,8 +303,17 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                            self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
         except BaseException as error:
             self._fire("on_exception", error)
+            self._wait_for_checkpoint_quietly()
             self.driver.on_exception(error)
             raise
+
+    def _wait_for_checkpoint_quietly(self) -> None:
+        """On an exception: let an asynchronous checkpoint finish, logging (not raising) its error so
+        that the run's own exception is the one raised."""
+        try:
+            self.wait_for_checkpoint()
+        except Exception as error:  # noqa: BLE001 - reported, the original exception follows
+            logger.error("%s", error)
 
     def _warn_nothing_left(self, resume_from: Optional[Union[str, Path]]) -> None:
         state = self.state

@@ -6,6 +6,13 @@ a driver's :class:`Persistence` supplies the files of its framework: the model, 
 :data:`~fastcore_train.drivers.precision.GRAD_SCALER_KEY`) and this rank's framework RNG state.
 A backend subclasses it in ``backends/<name>/persistence.py``; sharded drivers, whose saving is
 collective, subclass that.
+
+Asynchronous checkpoints (:mod:`fastcore_train.checkpoint_async`) need three more things of a
+backend: :meth:`Persistence.model_state` and :meth:`Persistence.training_state_object` (what the
+two files hold), :meth:`Persistence.write_object` (the framework's save of such an object), and
+``host_copy`` from its ``backends/<name>/snapshot.py`` (those objects with every tensor copied to
+host memory). The synchronous save writes the same objects with the same call, so an async save's
+files equal a sync save's byte for byte.
 """
 from __future__ import annotations
 
@@ -54,6 +61,41 @@ class Persistence(ABC):
     @abstractmethod
     def load_rng_state(self, state: Any) -> None:
         """Restore what :meth:`rng_state` returned."""
+
+    # ------------------------------------------------------------------ snapshots (async checkpoints)
+    @property
+    def supports_snapshot(self) -> bool:
+        """Whether :meth:`snapshot` works for this driver: not for collective (sharded) saving, nor
+        for a backend without :meth:`host_copy`."""
+        return not self.collective_save and type(self).host_copy is not Persistence.host_copy
+
+    def model_state(self) -> Any:
+        """What ``save_model(path, only_state_dict=True)`` writes (the live state dict)."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its model state for snapshots.")
+
+    def training_state_object(self) -> Any:
+        """What :meth:`save_training_state` writes (live optimizer and scaler state)."""
+        raise NotImplementedError(f"{type(self).__name__} does not expose its training state for snapshots.")
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        """The framework's save of a :meth:`model_state`/:meth:`training_state_object` (or their host copies)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot write snapshots.")
+
+    def host_copy(self, obj: Any) -> Any:
+        """``obj`` with every framework tensor copied to host memory (``backends/<name>/snapshot.py``)."""
+        raise NotImplementedError(f"{type(self).__name__} cannot copy its state to host memory.")
+
+    def snapshot(self) -> tuple[Any, Any]:
+        """Host copies of (model state, training state): training may change the live tensors
+        while these are written in the background with :meth:`write_object`."""
+        if not self.supports_snapshot:
+            raise NotImplementedError(
+                f"Asynchronous checkpoints are not available for {type(self.driver).__name__}: "
+                + ("its saving is collective (sharded state), " if self.collective_save else "")
+                + "so it cannot snapshot its state to host memory. Save with blocking=True "
+                "(CheckpointCallback(async_save=False)).")
+        model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
+        return model_copy, state_copy
 
     # ------------------------------------------------------------------ shared by the backends
     @staticmethod

@@ -83,14 +83,22 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
     return removed
 
 
-@contextlib.contextmanager
-def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
-    """Yield a temporary path to write a file or a folder to; on success it replaces ``target``.
+def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Path:
+    """Check ``target`` (``check_target(target)`` raises when it must not be replaced), clear our
+    dead writers' leftovers beside it, and return the temporary path to write to; then
+    :func:`publish` it, or :func:`discard` it on failure. :func:`atomic_path` does all three."""
+    target = Path(target)
+    if check_target is not None:
+        check_target(target)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    remove_stale_temporaries(target.parent)
+    return temporary_sibling(target)
 
-    ``check_target(target)`` raises when what is at ``target`` must not be replaced; it runs
-    before anything is written and again just before the replacement, and ``target`` is then
-    left exactly as it was.
 
+def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> None:
+    """Put the finished ``temporary`` (from :func:`begin_atomic`) in place of ``target``.
+
+    ``check_target`` runs again first, and ``target`` is left exactly as it was when it raises.
     A file replaces a file in one ``os.replace``. No rename puts a folder over a non-empty folder
     (nor a file over a folder, or a folder over a file), so then the old one is first moved aside
     (``<name>.old-*``) and deleted only after the new one is in place; :func:`recover_folder` puts
@@ -99,21 +107,33 @@ def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]]
     target = Path(target)
     if check_target is not None:
         check_target(target)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    remove_stale_temporaries(target.parent)
-    temporary = temporary_sibling(target)
+    if target.is_dir() or (temporary.is_dir() and target.exists()):
+        aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
+        os.replace(target, aside)
+        os.replace(temporary, target)
+        _remove(aside)
+    else:
+        os.replace(temporary, target)
+
+
+def discard(temporary: Path) -> None:
+    """Remove an unpublished temporary (file or folder), if it is there."""
+    _remove(temporary)
+
+
+@contextlib.contextmanager
+def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
+    """Yield a temporary path to write a file or a folder to; on success it replaces ``target``
+    (:func:`begin_atomic`, then :func:`publish`; the temporary is removed on failure).
+
+    ``check_target(target)`` raises when what is at ``target`` must not be replaced; it runs
+    before anything is written and again just before the replacement, and ``target`` is then
+    left exactly as it was.
+    """
+    temporary = begin_atomic(target, check_target)
     try:
         yield temporary
-        if check_target is not None:
-            check_target(target)
-        if target.is_dir() or (temporary.is_dir() and target.exists()):
-            # No rename replaces a folder, or a file by a folder: move the old one aside first.
-            aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
-            os.replace(target, aside)
-            os.replace(temporary, target)
-            _remove(aside)
-        else:
-            os.replace(temporary, target)
+        publish(temporary, target, check_target)
     finally:
         _remove(temporary)
 

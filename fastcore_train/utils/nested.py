@@ -30,3 +30,36 @@ def map_tensors(data: Any, tensor_type: TensorType, fn: Callable[[Any], Any],
     if isinstance(data, (list, tuple)):
         return type(data)(map_tensors(value, tensor_type, fn, keep_mapping_type) for value in data)
     return data
+
+
+def copy_tensors(data: Any, tensor_type: TensorType, copy: Callable[[Any], Any]) -> Any:
+    """A copy of ``data`` whose containers are new and whose tensors are ``copy(tensor)``.
+
+    Unlike :func:`map_tensors` it keeps what a pickle of ``data`` would show: container types and
+    their attributes (e.g. the ``_metadata`` of a torch state dict) and sharing (an object met twice,
+    such as tied weights, is copied once and appears twice). Used for host snapshots of
+    checkpoint state, which training may change while the copy is written.
+    """
+    import copy as copy_module
+
+    memo: dict[int, Any] = {}
+
+    def walk(value: Any) -> Any:
+        known = memo.get(id(value))
+        if known is not None:
+            return known
+        if isinstance(value, tensor_type):
+            result = copy(value)
+        elif isinstance(value, tuple):
+            items = [walk(item) for item in value]
+            result = type(value)(*items) if hasattr(value, "_fields") else type(value)(items)
+        elif isinstance(value, (dict, list)):
+            result = copy_module.copy(value)  # same type, same attributes
+            for key in (list(result) if isinstance(result, dict) else range(len(result))):
+                result[key] = walk(result[key])
+        else:
+            return value
+        memo[id(value)] = result
+        return result
+
+    return walk(data)

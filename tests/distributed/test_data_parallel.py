@@ -136,8 +136,22 @@ def test_events_collectives_and_save_load_behave_as_in_one_process(backend, tmp_
 
 @pytest.mark.parametrize("saved_with, resumed_with", [(1, 2), (2, 1), (2, 2)])
 def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, saved_with, resumed_with):
-    first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
-    first.mkdir(), second.mkdir()
+    save_then_resume(backend, tmp_path, saved_with, [resumed_with])
+
+
+def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
+    if backend.name == "paddle":
+        # Not a checkpoint matter: paddle Fleet on 4 self-launched CPU ranks fails in its gloo group setup
+        # (fleet/base/topology.py: gloo TIMEOUT) before training; 1 and 2 ranks are covered above.
+        pytest.skip("paddle Fleet does not start 4 CPU ranks here (gloo TIMEOUT in topology.py)")
+    save_then_resume(backend, tmp_path, 4, [2, 1])
+
+
+def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: list[int]) -> None:
+    """Save at global batch 3 with ``saved_with`` ranks; resume that checkpoint on each of ``resumed_with``
+    ranks: every sample of the epoch is served once (before or after the checkpoint)."""
+    first, checkpoint = tmp_path / "first", tmp_path / "ckpt"
+    first.mkdir()
     common = {"shuffle": True, "batch_size": 4}
     launched(backend, {**common, "out": str(first), "save_at": 3, "save_to": str(checkpoint)}, nproc=saved_with)
     assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == saved_with
@@ -145,14 +159,44 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
     assert sorted(p.name for p in checkpoint.glob("rank_state_*.npz")) == [
         f"rank_state_{rank:05d}.npz" for rank in range(saved_with)]
     assert "rng" not in json.loads((checkpoint / "trainer_state.json").read_text())
-    launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, nproc=resumed_with)
+    for nproc in resumed_with:
+        second = tmp_path / f"resumed_on_{nproc}"
+        second.mkdir()
+        launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, nproc=nproc)
+        seen = Counter()
+        for folder, ranks in ((first, saved_with), (second, nproc)):
+            for rank in rank_outputs(folder, ranks):
+                seen.update(rank["seen"])
+        padding = [i for i, count in seen.items() if count > 1]
+        assert set(seen) == set(range(SAMPLES)), nproc
+        assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+
+
+def test_an_async_checkpoint_of_two_ranks_equals_a_sync_one_and_resumes(backend, harness, tmp_path):
+    """Each rank writes its files in the background; rank 0 publishes once both are done."""
+    common = {"shuffle": True, "batch_size": 4, "save_at": 3}
+    folders = {}
+    for mode in ("sync", "async"):
+        out, folders[mode] = tmp_path / f"out_{mode}", tmp_path / f"ckpt_{mode}"
+        out.mkdir()
+        launched(backend, {**common, "out": str(out), "save_to": str(folders[mode]), "save_async": mode == "async"})
+    files = {mode: harness.canonical_checkpoint({p.relative_to(f).as_posix(): p.read_bytes()
+                                                 for p in sorted(f.rglob("*")) if p.is_file()})
+             for mode, f in folders.items()}
+    assert sorted(files["async"]) == sorted(files["sync"])
+    assert "rank_state_00001.npz" in files["async"] and not [n for n in files["async"] if ".done-rank" in n]
+    # The random states (and so meta.json's checksums) differ between two runs: the job is not seeded.
+    same = [name for name in files["sync"] if not name.startswith(("rank_state", "meta"))]
+    assert same and [name for name in same if files["async"][name] != files["sync"][name]] == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt_async", "ckpt_sync", "out_async", "out_sync"]
+    second = tmp_path / "second"
+    second.mkdir()
+    launched(backend, {"shuffle": True, "batch_size": 4, "out": str(second), "resume_from": str(folders["async"])})
     seen = Counter()
-    for folder, nproc in ((first, saved_with), (second, resumed_with)):
-        for rank in rank_outputs(folder, nproc):
+    for folder in (tmp_path / "out_async", second):
+        for rank in rank_outputs(folder, 2):
             seen.update(rank["seen"])
-    padding = [i for i, count in seen.items() if count > 1]
-    assert set(seen) == set(range(SAMPLES))
-    assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+    assert set(seen) == set(range(SAMPLES)) and max(seen.values()) <= 2
 
 
 @pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("self", 0), ("framework", 1)])

@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import jittor as jt
 
+from fastcore_train.backends.jittor import snapshot
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
 
@@ -69,8 +70,7 @@ class JittorPersistence(Persistence):
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """``jt.save`` of the state dict (numpy arrays), or of the whole model when ``only_state_dict=False``."""
         jt.sync_all()
-        model = self.driver.unwrap_model()
-        jt.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
+        jt.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), str(path), **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         loaded = self.as_state_dict(load_file(path, **kwargs), path, jt.Module, "a jittor model")
@@ -85,8 +85,20 @@ class JittorPersistence(Persistence):
 
     def save_training_state(self, path: Path) -> None:
         jt.sync_all()
-        jt.save({"format": TRAINING_STATE_FORMAT,
-                 "optimizers": [optimizer_state(optimizer) for optimizer in self.driver.optimizers]}, str(path))
+        self.write_object(self.training_state_object(), path)
+
+    def model_state(self) -> Any:
+        return self.driver.unwrap_model().state_dict()
+
+    def training_state_object(self) -> dict[str, Any]:
+        return {"format": TRAINING_STATE_FORMAT,
+                "optimizers": [optimizer_state(optimizer) for optimizer in self.driver.optimizers]}
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        jt.save(obj, str(path))
+
+    def host_copy(self, obj: Any) -> Any:
+        return snapshot.host_copy(obj)
 
     def load_training_state(self, path: Path) -> None:
         state = load_file(path)

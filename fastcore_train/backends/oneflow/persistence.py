@@ -18,6 +18,7 @@ from typing import Any
 import oneflow as flow
 
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY
+from fastcore_train.backends.oneflow import snapshot
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
 
@@ -69,8 +70,7 @@ class OneflowPersistence(Persistence):
 
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """``flow.save`` of the state dict (or of the whole model): ``path`` becomes a folder."""
-        model = self.driver.unwrap_model()
-        flow.save(model.state_dict() if only_state_dict else model, str(path), **kwargs)
+        flow.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), str(path), **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted folders)."""
@@ -78,7 +78,19 @@ class OneflowPersistence(Persistence):
         self.driver.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
-        flow.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), str(path))
+        self.write_object(self.training_state_object(), path)
+
+    def model_state(self) -> Any:
+        return self.driver.unwrap_model().state_dict()
+
+    def training_state_object(self) -> dict[str, Any]:
+        return self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers])
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        flow.save(obj, str(path))
+
+    def host_copy(self, obj: Any) -> Any:
+        return snapshot.host_copy(obj)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)

@@ -35,6 +35,7 @@ import paddle
 from paddle.base import framework
 from paddle.optimizer.lr import LRScheduler
 
+from fastcore_train.backends.paddle import snapshot
 from fastcore_train.backends.paddle.rng import get_rng_state, set_rng_state
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.log import logger
@@ -232,8 +233,19 @@ class PaddlePersistence(Persistence):
         load_model_file(self.driver.unwrap_model(), Path(path), **kwargs)
 
     def save_training_state(self, path: Path) -> None:
-        states = [save_optimizer_state(optimizer) for optimizer in self.driver.optimizers]
-        paddle.save(self.training_state(states), str(path))
+        self.write_object(self.training_state_object(), path)
+
+    def model_state(self) -> Any:
+        return self.driver.unwrap_model().state_dict()
+
+    def training_state_object(self) -> dict[str, Any]:
+        return self.training_state([save_optimizer_state(optimizer) for optimizer in self.driver.optimizers])
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        paddle.save(obj, str(path))
+
+    def host_copy(self, obj: Any) -> Any:
+        return snapshot.host_copy(obj)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path), load_optimizer_state)

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from fastcore_train.backends.torch import rng
+from fastcore_train.backends.torch import rng, snapshot
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
@@ -91,8 +91,7 @@ class TorchPersistence(Persistence):
     model_file_suffix = ".pt"
 
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        model = self.driver.unwrap_model()
-        torch.save(model.state_dict() if only_state_dict else model, path, **kwargs)
+        torch.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files)."""
@@ -100,7 +99,21 @@ class TorchPersistence(Persistence):
         self.driver.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
-        torch.save(self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers]), path)
+        self.write_object(self.training_state_object(), path)
+
+    def model_state(self) -> dict[str, Any]:
+        return self.driver.unwrap_model().state_dict()
+
+    def training_state_object(self) -> dict[str, Any]:
+        return self.training_state([optimizer.state_dict() for optimizer in self.driver.optimizers])
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        torch.save(obj, path)
+
+    def host_copy(self, obj: Any) -> Any:
+        if not hasattr(self, "_host_buffers"):
+            self._host_buffers: dict = {}  # reused by the next snapshot (see snapshot.py)
+        return snapshot.host_copy(obj, self._host_buffers)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)

@@ -47,6 +47,11 @@ class BackendHarness(ABC):
     @abstractmethod
     def get_weights(self, model: Any) -> dict[str, np.ndarray]: ...
 
+    def canonical_checkpoint(self, files: dict[str, bytes]) -> dict[str, bytes]:
+        """A checkpoint's ``{relative path: bytes}`` with what differs between two saves of the same
+        state for reasons of the framework's own (none here; oneflow's names) made equal."""
+        return files
+
     @abstractmethod
     def make_sgd(self, model: Any, lr: float, momentum: float = 0.0) -> Any: ...
 

@@ -3,7 +3,7 @@
 Usage: python train_job.py CONFIG_JSON, run self-launched (``device`` a list) or under the
 backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, and optionally
 ``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``accumulation_steps``, ``grad_clip``,
-``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``, ``resume_from``,
+``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``/``save_async``, ``resume_from``,
 ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
@@ -32,13 +32,13 @@ _RANK_VARIABLES = ("RANK", "PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "FASTCOR
 
 
 class SaveAndStop(Callback):
-    def __init__(self, at, folder, errors_to=None):
-        self.at, self.folder, self.errors_to = at, folder, errors_to
+    def __init__(self, at, folder, errors_to=None, blocking=True):
+        self.at, self.folder, self.errors_to, self.blocking = at, folder, errors_to, blocking
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
             try:
-                trainer.save_checkpoint(self.folder)
+                trainer.save_checkpoint(self.folder, blocking=self.blocking)
             except Exception as error:
                 if self.errors_to is None:
                     raise
@@ -71,7 +71,8 @@ def main(config):
     if "fail_rank" in config:
         callbacks.append(Fail(config["fail_rank"], config.get("fail_at", 2)))
     if "save_at" in config:
-        callbacks.append(SaveAndStop(config["save_at"], config["save_to"], config.get("save_errors_to")))
+        callbacks.append(SaveAndStop(config["save_at"], config["save_to"], config.get("save_errors_to"),
+                                     blocking=not config.get("save_async")))
     if config.get("slow"):
         callbacks.append(Slow())
     if "grad_clip" in config:

@@ -1,0 +1,239 @@
+"""What a checkpoint costs the training loop: blocking and asynchronous saves against the framework's raw save.
+
+For ``--backend`` torch, paddle, jittor or oneflow, a Trainer trains the demo MLP made large
+(``--features`` -> ``--hidden`` -> 10, Adam; the default is ~100 MB of weights, ~300 MB with
+Adam's two moments) for a few batches, then, in interleaved rounds:
+
+* ``raw``: the framework's own save of the same state, the model's state dict and the
+  optimizer's state in two files (``driver.io.write_object``, i.e. ``torch.save`` /
+  ``paddle.save`` / ``jt.save`` / ``flow.save`` of ``model.state_dict()`` and the optimizer
+  state): what a hand-written loop would do;
+* ``raw_durable``: the same, then ``fsync`` of the files (the raw save made to survive a power cut);
+* ``sync``: ``trainer.save_checkpoint(folder)``: the same files plus the random states, the JSON
+  files and their checksums, written atomically (temporary folder, rename);
+* ``async``: ``trainer.save_checkpoint(folder, blocking=False)``: the training thread is stalled
+  only while the state is copied to host memory; the write goes on in the background (waited for
+  after the timing, so rounds do not overlap).
+
+Also: the resume time (``trainer.load_checkpoint``, checksums verified, against the framework's
+raw load of the two files) and the size of rank 0's files at world sizes 1, 2 and 4 (ranks
+simulated: the rank-state files of ranks 1.. written as those ranks would, meta.json as rank 0
+would). Targets: sync <= 1.10x raw, async stall <= 0.2x raw on a model of >= 100 MB. A
+measurement, not a test: it always exits 0 and prints PASS or MISS.
+
+    python bench/checkpoint.py [--backend torch] [--rounds 5] [--features 1024] [--hidden 25600]
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+if str(REPO_ROOT) not in sys.path:
+    sys.path.insert(0, str(REPO_ROOT))
+
+from bench.hands import BACKENDS  # noqa: E402
+
+SYNC_TARGET = 1.10
+ASYNC_TARGET = 0.20
+_JITTOR_ENV = {"use_mkl": "0", "nvcc_path": "", "FIX_TORCH_ERROR": "0", "log_silent": "1"}
+
+
+def build_trainer(backend: str, features: int, hidden: int, batches: int) -> Any:
+    """A Trainer over the backend's demo MLP (``features -> hidden -> 10``), trained ``batches`` batches
+    so the optimizer has its state."""
+    import numpy as np
+
+    from fastcore_train import Trainer
+    framework = importlib.import_module(f"fastcore_train.backends.{backend}.demo").FRAMEWORK
+    framework.seed(0)
+    model = framework.model(features, hidden, 10)
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((batches * 8, features), dtype=np.float32)
+    y = rng.integers(0, 10, size=batches * 8, dtype=np.int64)
+    trainer = Trainer(model=model, train_dataloader=framework.dataloader(x, y, 8, False, 0),
+                      optimizers=framework.optimizer(model, 1e-3), driver=backend, device="cpu", n_epochs=1,
+                      progress_bar=None, model_summary=False)
+    trainer.run(num_eval_sanity_batch=0)
+    return trainer
+
+
+def folder_bytes(folder: Path, keep: Callable[[Path], bool] = lambda path: True) -> int:
+    return sum(path.stat().st_size for path in folder.rglob("*") if path.is_file() and keep(path))
+
+
+def size_of(path: Path) -> int:
+    """Bytes of a file, or of every file in a folder (oneflow saves folders)."""
+    return folder_bytes(path) if path.is_dir() else path.stat().st_size
+
+
+def clear(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)
+    if path.exists():
+        path.unlink()
+
+
+def time_saves(trainer: Any, work: Path, rounds: int) -> dict[str, list[float]]:
+    """Interleaved rounds of raw, sync and async saves; seconds the training thread was blocked."""
+    io = trainer.driver.io
+
+    def raw() -> None:
+        (work / "raw").mkdir()
+        io.write_object(io.model_state(), work / "raw" / f"model{io.model_file_suffix}")
+        io.write_object(io.training_state_object(), work / "raw" / f"training_state{io.model_file_suffix}")
+
+    def raw_durable() -> None:  # the raw save, then on disk (what a checkpoint needs to survive a power cut)
+        (work / "raw_durable").mkdir()
+        for name, state in (("model", io.model_state()), ("training_state", io.training_state_object())):
+            path = work / "raw_durable" / f"{name}{io.model_file_suffix}"
+            io.write_object(state, path)
+            for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
+                with open(file, "rb") as handle:
+                    os.fsync(handle.fileno())
+
+    saves: dict[str, Callable[[], None]] = {
+        "raw": raw,
+        "raw_durable": raw_durable,
+        "sync": lambda: trainer.save_checkpoint(work / "sync"),
+        "async": lambda: trainer.save_checkpoint(work / "async", blocking=False),
+    }
+    times: dict[str, list[float]] = {name: [] for name in [*saves, "async published"]}
+    names = list(saves)
+    for r in range(rounds + 1):  # round 0 warms up (page cache, allocator) and is not counted
+        order = names[r % len(names):] + names[:r % len(names)]
+        for name in (order if r % 2 == 0 else order[::-1]):
+            clear(work / name)
+            started = time.perf_counter()
+            saves[name]()
+            elapsed = time.perf_counter() - started
+            trainer.wait_for_checkpoint()  # (async: not part of the stall; keeps rounds apart)
+            if r:
+                times[name].append(elapsed)
+                if name == "async":
+                    times["async published"].append(time.perf_counter() - started)
+    return times
+
+
+def time_loads(trainer: Any, work: Path, rounds: int) -> dict[str, list[float]]:
+    io = trainer.driver.io
+    suffix = io.model_file_suffix
+
+    def raw() -> None:
+        io.load_model(work / "raw" / f"model{suffix}")
+        io.load_training_state(work / "raw" / f"training_state{suffix}")
+
+    loads = {"raw load": raw, "load_checkpoint": lambda: trainer.load_checkpoint(work / "sync")}
+    times: dict[str, list[float]] = {name: [] for name in loads}
+    for r in range(rounds):
+        for name in (loads if r % 2 == 0 else list(loads)[::-1]):
+            started = time.perf_counter()
+            loads[name]()
+            times[name].append(time.perf_counter() - started)
+    return times
+
+
+def rank_zero_sizes(trainer: Any, work: Path, world_sizes: tuple[int, ...] = (1, 2, 4)) -> dict[int, dict[str, int]]:
+    """Rank 0's bytes in a checkpoint written by ``n`` ranks (ranks 1.. simulated)."""
+    from fastcore_train import checkpoint as ckpt
+    from fastcore_train.utils.rank_state import read_rank_state, write_rank_state
+    sizes = {}
+    for n in world_sizes:
+        folder = work / f"ranks_{n}"
+        clear(folder)
+        shutil.copytree(work / "sync", folder)
+        state = read_rank_state(folder / ckpt.RANK_STATE_FILE.format(rank=0))
+        for rank in range(1, n):  # what rank r writes itself
+            write_rank_state(folder / ckpt.RANK_STATE_FILE.format(rank=rank), state)
+        meta = json.loads((folder / ckpt.META_FILE).read_text())
+        meta["world_size"] = n
+        meta.pop("checksums")
+        ckpt.write_json(folder / ckpt.META_FILE, dict(meta, checksums=ckpt.file_checksums(folder)))
+        own = [ckpt.RANK_STATE_FILE.format(rank=rank) for rank in range(1, n)]
+        model_files = (f"model{trainer.driver.io.model_file_suffix}", f"training_state{trainer.driver.io.model_file_suffix}")
+        zero = lambda path: path.relative_to(folder).parts[0] not in own  # noqa: E731
+        sizes[n] = {"rank0": folder_bytes(folder, zero),
+                    "rank0_without_tensors": folder_bytes(folder, lambda p: zero(p) and
+                                                          p.relative_to(folder).parts[0] not in model_files),
+                    "per_other_rank": folder_bytes(folder, lambda p: not zero(p)) // max(n - 1, 1) if n > 1 else 0}
+        clear(folder)
+    return sizes
+
+
+def parse_args(argv: Any) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--backend", choices=BACKENDS, default="torch", help="framework (default torch)")
+    parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds (default 5)")
+    parser.add_argument("--features", type=int, default=1024, help="MLP inputs (default 1024)")
+    parser.add_argument("--hidden", type=int, default=25600, help="MLP hidden units (default 25600: 100 MiB of weights)")
+    parser.add_argument("--batches", type=int, default=3, help="training batches before saving (default 3)")
+    parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
+    args = parser.parse_args(argv)
+    if min(args.rounds, args.features, args.hidden, args.batches) < 1:
+        parser.error("--rounds, --features, --hidden and --batches must be >= 1")
+    return args
+
+
+def main(argv: Any = None) -> int:
+    args = parse_args(argv)
+    if args.backend == "jittor":
+        for name, value in _JITTOR_ENV.items():
+            os.environ.setdefault(name, value)
+    import logging
+    logging.getLogger("fastcore_train").setLevel(logging.WARNING)
+    trainer = build_trainer(args.backend, args.features, args.hidden, args.batches)
+    work = Path(tempfile.mkdtemp(prefix="fastcore_bench_ckpt_", dir=args.dir))
+    try:
+        saves = time_saves(trainer, work, args.rounds)  # leaves the last round's raw, sync, async folders
+        model_mb = size_of(work / "raw" / f"model{trainer.driver.io.model_file_suffix}") / 2**20
+        checkpoint_mb = folder_bytes(work / "sync") / 2**20
+        loads = time_loads(trainer, work, args.rounds)
+        sizes = rank_zero_sizes(trainer, work)
+    finally:
+        trainer.wait_for_checkpoint()
+        shutil.rmtree(work, ignore_errors=True)
+
+    raw = statistics.median(saves["raw"])
+    print(f"fastcore_train checkpoint cost ({args.backend}): MLP {args.features}-{args.hidden}-10, Adam; "
+          f"model file {model_mb:.0f} MB, checkpoint {checkpoint_mb:.0f} MB; {args.rounds} rounds; "
+          f"python {platform.python_version()}, {os.cpu_count()} CPUs")
+    print()
+    print(f"  {'save':<28} {'median s':>9} {'min s':>7} {'max s':>7} {'vs raw':>7}")
+    labels = {"raw": "raw (framework save)", "raw_durable": "raw + fsync (on disk)", "sync": "save_checkpoint (blocking)",
+              "async": "async: training stalled", "async published": "async: until published"}
+    for name, values in saves.items():
+        print(f"  {labels[name]:<28} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f} "
+              f"{statistics.median(values) / raw:7.2f}")
+    raw_load = statistics.median(loads["raw load"])
+    for name, values in loads.items():
+        print(f"  {name:<28} {statistics.median(values):9.3f} {min(values):7.3f} {max(values):7.3f} "
+              f"{statistics.median(values) / raw_load:7.2f}  (vs raw load)")
+    print()
+    print("  rank 0's files by world size (ranks 1.. simulated):")
+    for n, size in sizes.items():
+        print(f"    world size {n}: rank 0 {size['rank0']:,} bytes, of which not model/optimizer "
+              f"{size['rank0_without_tensors']:,}; each other rank writes {size['per_other_rank']:,}")
+    print()
+    sync_ratio = statistics.median(saves["sync"]) / raw
+    async_ratio = statistics.median(saves["async"]) / raw
+    big = model_mb >= 100  # MiB
+    print(f"sync save / raw save: {sync_ratio:.2f}  target <= {SYNC_TARGET:.2f}  {'PASS' if sync_ratio <= SYNC_TARGET else 'MISS'}")
+    print(f"async stall / raw save: {async_ratio:.2f}  target <= {ASYNC_TARGET:.2f}  "
+          f"{'PASS' if async_ratio <= ASYNC_TARGET else 'MISS'}{'' if big else ' (model under 100 MB: not the target size)'}")
+    durable = statistics.median(saves["raw_durable"])
+    print(f"against the raw save made durable (fsync): sync {statistics.median(saves['sync']) / durable:.2f}, "
+          f"async stall {statistics.median(saves['async']) / durable:.2f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,54 @@
+"""Host snapshots of torch state for asynchronous checkpoints (see ``drivers/persistence.py``).
+
+Each storage is copied to CPU memory once and every tensor is rebuilt as the same view of its
+copy (offset, size, stride), so views and tied weights stay shared and ``torch.save`` of the
+snapshot writes what it writes for the live CPU state, byte for byte. (The live state of a GPU
+model is saved with its device recorded; its snapshot says ``cpu``. Loading maps either to the
+driver's device.)
+
+The host buffers of one snapshot are kept in ``cache`` and reused by the next one (its write
+is over by then: one write is in flight at a time), so a save copies into memory that is
+already mapped (pinned, for a GPU model) instead of allocating and faulting in a fresh copy of
+the whole state each time.
+"""
+from __future__ import annotations
+
+from typing import Any, Optional
+
+import torch
+
+from fastcore_train.utils.nested import copy_tensors
+
+_Key = tuple[int, int, str]
+
+
+def _bytes(storage: Any, device: torch.device) -> torch.Tensor:
+    """A flat uint8 tensor over ``storage`` (for a fast, vectorised copy)."""
+    return torch.empty(0, dtype=torch.uint8, device=device).set_(storage)
+
+
+def host_copy(data: Any, cache: Optional[dict[_Key, Any]] = None) -> Any:
+    """``data`` (nested state dicts) with every tensor copied to CPU memory; ``cache`` holds (and
+    on return, replaces) host buffers to reuse."""
+    storages: dict[_Key, Any] = {}
+    reusable = cache if cache is not None else {}
+
+    def copy(tensor: torch.Tensor) -> torch.Tensor:
+        tensor = tensor.detach()
+        storage = tensor.untyped_storage()
+        key = (storage.data_ptr(), storage.nbytes(), str(tensor.device))
+        host = storages.get(key)
+        if host is None:
+            host = reusable.pop(key, None)
+            if host is None:
+                pinned = tensor.device.type == "cuda"
+                host = torch.empty(storage.nbytes(), dtype=torch.uint8, pin_memory=pinned).untyped_storage()
+            _bytes(host, torch.device("cpu")).copy_(_bytes(storage, tensor.device))
+            storages[key] = host
+        return torch.empty(0, dtype=tensor.dtype).set_(host, tensor.storage_offset(), tensor.size(), tensor.stride())
+
+    result = copy_tensors(data, torch.Tensor, copy)
+    if cache is not None:  # keep only this snapshot's buffers: what the next one will reuse
+        cache.clear()
+        cache.update(storages)
+    return result

@@ -1,0 +1,183 @@
+"""Asynchronous checkpoints: snapshot now, write in the background, publish when complete.
+
+``Trainer.save_checkpoint(folder, blocking=False)`` (and ``CheckpointCallback(async_save=True)``)
+copies the checkpoint's state to host memory on the training thread
+(:func:`~fastcore_train.checkpoint.checkpoint_content` with ``snapshot=True``: the backend's
+``snapshot.py`` copies the tensors, the JSON files become text) and returns; a background thread
+writes the files into the same temporary folder a synchronous save uses and renames it into place
+only when every file of every rank is there, so a crash during the write leaves the previous
+checkpoint as it was (the temporary folder of a dead writer is removed by the next save).
+
+- At most one write is in flight per trainer: the next save (sync or async) first waits for it.
+- An error of the background write is kept and raised by the next save, or by
+  :meth:`AsyncCheckpointWriter.wait` (the Trainer calls it when ``run`` ends, also on an exception,
+  then only logging the error so the run's own exception is the one raised).
+- Data parallel: every rank writes its own files and then a marker file ``.done-rank-<r>``
+  (``.failed-rank-<r>`` with the error); rank 0 waits for all markers (up to the collective
+  timeout), removes them, writes ``meta.json`` and publishes. The other ranks hold only their
+  random state (~10 KB; the model and optimizer are rank 0's), so they write it on the training
+  thread at once: no rank's checkpoint then depends on another process's background thread, which
+  a framework holding the GIL inside a collective (jittor's MPI) could starve. Rank 0's background
+  thread never calls a collective, so it cannot interleave with training's.
+
+Written once for every backend; a backend supplies only its ``snapshot.py`` (host copies).
+"""
+from __future__ import annotations
+
+import dataclasses
+import os
+import threading
+import time
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from fastcore_train import checkpoint as ckpt
+from fastcore_train.drivers.driver import Driver
+from fastcore_train.log import logger
+from fastcore_train.utils.atomic import begin_atomic, discard, publish
+
+DONE_MARKER = ".done-rank-{rank:05d}"
+FAILED_MARKER = ".failed-rank-{rank:05d}"
+_POLL_SECONDS = 0.02
+
+
+class AsyncCheckpointError(RuntimeError):
+    """A background checkpoint write failed; the previous checkpoint at its folder is unchanged."""
+
+
+class AsyncCheckpointWriter:
+    """Runs one background write at a time and keeps its error for the next :meth:`wait`."""
+
+    def __init__(self) -> None:
+        self._thread: Optional[threading.Thread] = None
+        self._error: Optional[BaseException] = None
+        self._target: Optional[Path] = None
+
+    @property
+    def in_flight(self) -> bool:
+        """True while a write is running."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def wait(self) -> None:
+        """Wait for the write in flight (if any); raise :class:`AsyncCheckpointError` if it failed."""
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+        error, self._error = self._error, None
+        if error is not None:
+            raise AsyncCheckpointError(
+                f"The asynchronous checkpoint to {str(self._target)!r} failed: {type(error).__name__}: {error}. "
+                "Nothing was published there (the previous checkpoint, if any, is unchanged); fix the cause "
+                "(e.g. free disk space) and save again.") from error
+
+    def start(self, target: Path, job: Callable[[], None]) -> None:
+        """Run ``job`` in a background thread, after waiting for the previous one."""
+        self.wait()
+        self._target = target
+
+        def run() -> None:
+            try:
+                job()
+            except BaseException as error:  # kept for the next wait(), never lost
+                self._error = error
+
+        # Not a daemon: an interpreter exiting after run() still finishes (and publishes) the write.
+        self._thread = threading.Thread(target=run, name=f"fastcore-checkpoint-{target.name}", daemon=False)
+        self._thread.start()
+
+
+@dataclasses.dataclass
+class _Publication:
+    """What the background thread needs to know of the ranks (read on the training thread)."""
+
+    target: Path
+    staging: Path
+    rank: int
+    world_size: int
+    distributed: bool
+    timeout: float
+
+
+def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: Driver,
+                           content_args: dict[str, Any]) -> None:
+    """Snapshot this rank's part of a checkpoint and write it to ``folder`` in the background.
+
+    Call on every rank (like :func:`~fastcore_train.checkpoint.write_checkpoint`, whose arguments
+    ``content_args`` holds). Waits for the write in flight first (raising its error); the staging
+    folder is made and shared with a collective here, on the training thread.
+    """
+    writer.wait()
+    target = Path(folder)
+    comm = driver.comm
+    ckpt.check_snapshot_options(content_args.get("model_save_fn"), content_args.get("only_state_dict", True))
+    staging = None
+    if comm.is_global_zero():
+        staging = begin_atomic(target, ckpt.check_checkpoint_target)
+        staging.mkdir(parents=True)
+    if comm.is_distributed():  # as for a blocking save: the folder is shared, and every rank is at this step
+        staging = Path(comm.broadcast_object(None if staging is None else str(staging)))
+        comm.barrier()  # (jittor: runs every rank's pending collective ops here, not in rank 0's snapshot alone)
+    try:
+        content = ckpt.checkpoint_content(driver, snapshot=True, **content_args)
+    except BaseException:
+        if comm.is_global_zero():
+            discard(staging)
+        raise
+    facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
+                         float(getattr(comm, "timeout", 1800.0)))
+    if comm.is_global_zero():
+        writer.start(target, lambda: _write_and_publish(content, facts))
+    else:  # its own small files (the random state): written now, so no rank waits on another's thread
+        _write_and_publish(content, facts)
+
+
+def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> None:
+    """The background part: write this rank's files; rank 0 publishes once every rank is done."""
+    zero = facts.rank == 0
+    try:
+        content.write(facts.staging)
+    except BaseException as error:
+        if facts.distributed and not zero:
+            _mark(facts.staging / FAILED_MARKER.format(rank=facts.rank), f"{type(error).__name__}: {error}")
+        if zero:
+            discard(facts.staging)
+        raise
+    if not zero:
+        _mark(facts.staging / DONE_MARKER.format(rank=facts.rank), "")
+        return
+    try:
+        if facts.distributed:
+            _wait_for_ranks(facts)
+        content.write_meta(facts.staging)
+        publish(facts.staging, facts.target, ckpt.check_checkpoint_target)
+    finally:
+        discard(facts.staging)  # (nothing is left to remove once published)
+
+
+def _mark(path: Path, text: str) -> None:
+    try:
+        ckpt.write_text(path, text)
+    except OSError as error:  # the staging folder may be gone; rank 0 then times out naming this rank
+        logger.warning("Could not write checkpoint marker %r: %s", str(path), error)
+
+
+def _wait_for_ranks(facts: _Publication) -> None:
+    """Wait until every other rank has marked its files done; remove the markers."""
+    deadline = time.monotonic() + facts.timeout
+    pending = set(range(1, facts.world_size))
+    while pending:
+        for rank in sorted(pending):
+            failed = facts.staging / FAILED_MARKER.format(rank=rank)
+            if failed.exists():
+                raise AsyncCheckpointError(f"rank {rank} could not write its checkpoint files: "
+                                           f"{failed.read_text(encoding='utf-8')}")
+            done = facts.staging / DONE_MARKER.format(rank=rank)
+            if done.exists():
+                os.remove(done)
+                pending.discard(rank)
+        if pending:
+            if time.monotonic() > deadline:
+                raise AsyncCheckpointError(
+                    f"rank(s) {sorted(pending)} did not finish writing their checkpoint files within "
+                    f"{facts.timeout:g} s (collective_timeout); the checkpoint was not published.")
+            time.sleep(_POLL_SECONDS)
