@@ -10,7 +10,6 @@ from typing import Any
 import oneflow as flow
 
 from fastcore_train.utils.arrays import map_tensors_and_arrays
-from fastcore_train.utils.nested import map_tensors
 from fastcore_train.utils.tensor_reader import TensorReader
 
 
