@@ -170,13 +170,13 @@ def test_checkpoint_round_trip_torch_paddle_torch_is_bit_identical(tmp_path: Pat
     assert [row[:2] for row in layout] == [["fc1", "linear"], ["fc2", "linear"]] and len(tensors) == 4
 
 
-#: Set by tox's parity env: the interpreters of the jittor and oneflow envs (``name=path;...``).
+#: Set by tox's parity env: the interpreters of the jittor and oneflow envs (``name=path,...``).
 CHAIN_PYTHONS = "FASTCORE_TRAIN_CHAIN_PYTHONS"
 JITTOR_ENV = {"use_mkl": "0", "nvcc_path": "", "FIX_TORCH_ERROR": "0", "log_silent": "1"}
 
 
 def _chain_pythons() -> dict[str, str]:
-    pythons = dict(item.split("=", 1) for item in os.environ.get(CHAIN_PYTHONS, "").split(";") if "=" in item)
+    pythons = dict(item.split("=", 1) for item in os.environ.get(CHAIN_PYTHONS, "").split(",") if "=" in item)
     missing = [name for name in ("jittor", "oneflow") if not Path(pythons.get(name, "")).is_file()]
     if missing:
         message = (f"the {' and '.join(missing)} env(s) are not built (their interpreters come from ${CHAIN_PYTHONS}; "
