@@ -35,7 +35,12 @@ class Backend:
     global_batch_size: bool = False
 
     def command(self, job: Path, config: dict, launcher: str, nproc: int) -> list[str]:
-        script = [sys.executable, str(job), json.dumps(config)]
+        return self.launch([str(job), json.dumps(config)], launcher, nproc, Path(config["out"]))
+
+    def launch(self, script_and_args: list[str], launcher: str, nproc: int, out: Path) -> list[str]:
+        """The command that runs ``python <script_and_args>`` on ``nproc`` ranks started by
+        ``launcher`` ("self": one plain process that starts the ranks itself)."""
+        script = [sys.executable, *script_and_args]
         if launcher == "self":
             return script
         if self.name == "torch":
@@ -43,7 +48,7 @@ class Backend:
                     *script[1:]]
         if self.name == "paddle":
             return [sys.executable, "-m", "paddle.distributed.launch", "--nproc_per_node", str(nproc), "--log_dir",
-                    str(Path(config["out"]) / "launch_log"), *script[1:]]
+                    str(out / "launch_log"), *script[1:]]
         if self.name == "jittor":
             return ["mpirun", "-np", str(nproc), *script]
         return [sys.executable, "-m", "oneflow.distributed.launch", "--nproc_per_node", str(nproc), "--master_port",
