@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import hashlib
 import json
 import os
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
+from fastcore_train.checkpoint_checksums import META_FILE, file_checksums, verify_checksums  # noqa: F401
+from fastcore_train.checkpoint_errors import (CheckpointChecksumError, CheckpointError,  # noqa: F401
+                                              CheckpointStateError, CheckpointTargetError)
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
 from fastcore_train.utils import json_state, safe_pickle
@@ -44,7 +45,6 @@ from fastcore_train.version import __version__
 #: 2: callback states in JSON. 1: pickled (still read, through the restricted unpickler).
 FORMAT_VERSION = 3
 READABLE_FORMATS = (1, 2, 3)
-META_FILE = "meta.json"
 TRAINER_STATE_FILE = "trainer_state.json"
 CALLBACK_STATE_FILE = "callback_states.json"
 LEGACY_CALLBACK_STATE_FILE = "callback_states.pkl"
@@ -52,22 +52,6 @@ MODEL_STEM = "model"
 TRAINING_STATE_STEM = "training_state"
 #: Each rank's random state (format 3 on), written by that rank: see utils/rank_state.py.
 RANK_STATE_FILE = "rank_state_{rank:05d}.npz"
-
-
-class CheckpointError(ValueError):
-    """A folder that is not a loadable checkpoint for this trainer."""
-
-
-class CheckpointTargetError(CheckpointError):
-    """A place a checkpoint must not be written to (it holds something that is not ours)."""
-
-
-class CheckpointChecksumError(CheckpointError):
-    """A checkpoint file whose content is not what was saved (changed or damaged since)."""
-
-
-class CheckpointStateError(CheckpointError, TypeError):
-    """A callback state that cannot be written as JSON (raised when saving, before any write)."""
 
 
 def encode_callback_states(states: dict[str, Any]) -> dict[str, Any]:
@@ -290,51 +274,6 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
                      finish=content.write_meta, every_rank=True) as staging:
         content.write(staging)
     return folder
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
-
-def file_checksums(folder: Path) -> dict[str, str]:
-    """``{relative posix path: sha256}`` of every file under ``folder`` but its ``meta.json``.
-
-    Files are hashed in parallel threads (hashlib releases the GIL): the model and optimizer files
-    of a large checkpoint take one core each instead of one after the other."""
-    paths = [path for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE]
-    with ThreadPoolExecutor(max_workers=max(1, min(4, len(paths), os.cpu_count() or 1))) as pool:
-        digests = list(pool.map(_sha256, paths))
-    return {path.relative_to(folder).as_posix(): digest for path, digest in zip(paths, digests)}
-
-
-def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
-    """Raise :class:`CheckpointChecksumError` naming the first file of ``folder`` whose content
-    differs from the sha256 recorded in ``meta``, and :class:`CheckpointError` for a listed file
-    gone from a folder that is still there (a whole missing entry is left to the loader, which
-    names what it misses). Files added later are not checked. A checkpoint written before
-    checksums existed is loaded unchecked (said once, at INFO)."""
-    checksums = meta.get("checksums")
-    if checksums is None:
-        logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
-                    "loaded without checking them.", str(folder))
-        return
-    for name, expected in checksums.items():
-        path = folder / name
-        if not path.is_file():
-            if not (folder / Path(name).parts[0]).exists():
-                continue  # a whole entry is gone: the loader names it if it needs it (require_file)
-            raise CheckpointError(f"The checkpoint misses its file {str(path)!r}, listed in its {META_FILE}; "
-                                  "it is damaged or incomplete. Resume from another checkpoint.")
-        if _sha256(path) != expected:
-            raise CheckpointChecksumError(
-                f"Checkpoint file {str(path)!r} is not the file that was saved: its sha256 differs from the "
-                f"one recorded in {META_FILE}, so it was changed or damaged after saving (a copy cut short, "
-                "a disk error, an edit). It was not loaded; resume from another checkpoint, e.g. an "
-                "earlier one.")
 
 
 def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
