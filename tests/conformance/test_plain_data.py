@@ -19,6 +19,7 @@ from fastcore_train import Accuracy, Callback, Trainer
 from fastcore_train.controllers.loss_check import grad_probe
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, batches_of
+from tests.numpy_rows import NumpyRows
 
 REQUIRE_HF = "FASTCORE_TRAIN_REQUIRE_HF"
 BATCH = 8
@@ -29,19 +30,6 @@ def hf_datasets() -> Any:
     if os.environ.get(REQUIRE_HF):
         import datasets  # noqa: F401  (an ImportError here is the failure tox must show)
     return pytest.importorskip("datasets", reason="Hugging Face datasets is not installed (pip install -e '.[hf]')")
-
-
-class NumpyRows:
-    """A plain dataset (no framework base class) whose samples are dicts of numpy arrays."""
-
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {"x": self.x[index], "y": self.y[index]}
 
 
 class Record(Callback):

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
-import numpy as np
 import paddle
 import paddle.nn.functional as PF
 import torch
 import torch.nn.functional as TF
+
+from tests.numpy_rows import NumpyRows
 
 
 class TorchMLP(torch.nn.Module):
@@ -62,24 +63,11 @@ class PaddleCNN(PaddleMLP):
         return self.fc(PF.relu(self.conv(x.reshape([x.shape[0], 1, 8, 8]))).reshape([x.shape[0], -1]))
 
 
-class Rows:
-    """Samples as dicts of numpy arrays: both frameworks' default collate stacks them."""
-
-    def __init__(self, x: np.ndarray, y: np.ndarray) -> None:
-        self.x, self.y = x, y
-
-    def __len__(self) -> int:
-        return len(self.x)
-
-    def __getitem__(self, index: int) -> dict[str, np.ndarray]:
-        return {"x": self.x[index], "y": self.y[index]}
-
-
-class TorchRows(Rows, torch.utils.data.Dataset):
+class TorchRows(NumpyRows, torch.utils.data.Dataset):
     pass
 
 
-class PaddleRows(Rows, paddle.io.Dataset):
+class PaddleRows(NumpyRows, paddle.io.Dataset):
     pass
 
 
