@@ -18,7 +18,6 @@ from fastcore_train.drivers.driver import Driver
 from fastcore_train.controllers.evaluator_metrics import EvaluatorMetric, normalize_metrics
 from fastcore_train.controllers.predict import Predictor
 from fastcore_train.samplers.adapt import make_unrepeated_dataloader
-from fastcore_train.utils.arrays import holds_arrays
 from fastcore_train.utils.param_call import apply_mapping
 
 EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
@@ -140,8 +139,7 @@ class Evaluator:
                     if index == num_eval_batch_per_dl:
                         break
                     batch = apply_mapping(self.input_mapping, batch)
-                    if driver.data.needs_move or holds_arrays(batch):
-                        batch = driver.data.move(batch)
+                    batch = driver.data.to_device(batch)
                     self.evaluate_batch_step_fn(self, batch)
                     evaluated += 1
                     if heartbeats is not None:

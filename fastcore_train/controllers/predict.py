@@ -20,7 +20,6 @@ from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.prediction_shards import PredictionShards, ShardWriter
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import unrepeated_share
-from fastcore_train.utils.arrays import holds_arrays
 from fastcore_train.utils.param_call import apply_mapping
 
 _FALLBACK_FNS = ("predict_step", "evaluate_step")
@@ -111,8 +110,7 @@ class Predictor:
         with driver.evaluate_context():
             for batch_index, batch in enumerate(loader):
                 batch = apply_mapping(self.input_mapping, batch)
-                if driver.data.needs_move or holds_arrays(batch):
-                    batch = driver.data.move(batch)
+                batch = driver.data.to_device(batch)
                 with driver.precision.forward_context():
                     outputs = self.call_model(batch)
                 batch_rows = split_rows(driver.data.to_numpy(apply_mapping(self.output_mapping, outputs)), warned)

@@ -17,7 +17,6 @@ from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.parallel.watchdog import STEP, STOP_DECISION
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
-from fastcore_train.utils.arrays import holds_arrays
 from fastcore_train.utils.param_call import apply_mapping
 
 
@@ -88,7 +87,7 @@ class TrainLoopMixin:
         batch_begin, batch_end = manager.on_train_batch_begin, manager.on_train_batch_end
         driver = self.driver
         state = self.state
-        move = driver.data.needs_move
+        to_device = driver.data.to_device
         mapping = self.train_input_mapping
         batch_step_fn = self.batch_step_fn
         accumulation = self.accumulation_steps
@@ -112,8 +111,7 @@ class TrainLoopMixin:
                 fetch_end(self)
             if mapping is not None:
                 batch = apply_mapping(mapping, batch)
-            if move or holds_arrays(batch):  # numpy batches become tensors on the device
-                batch = driver.data.move(batch)
+            batch = to_device(batch)  # moved to the device; numpy batches become tensors
             if batch_begin is not None:
                 batch_begin(self, batch, None)
             if collective_stop:

@@ -12,6 +12,8 @@ from __future__ import annotations
 from types import ModuleType
 from typing import TYPE_CHECKING, Any, Optional
 
+from fastcore_train.utils.arrays import holds_arrays
+
 if TYPE_CHECKING:
     from fastcore_train.samplers.adapt import DataLoaderArgs
 
@@ -65,6 +67,11 @@ class DataAdapter:
         """A new dataloader like ``dataloader`` drawing batches from ``batch_sampler``; the user's
         dataloader is left untouched and usable."""
         raise NotImplementedError(f"{type(self).__name__} cannot replace a dataloader's batch sampler.")
+
+    def to_device(self, batch: Any) -> Any:
+        """``batch`` ready for the model: moved when batches do not arrive on the device
+        (:attr:`needs_move`) or hold numpy arrays (plain data: they become the backend's tensors)."""
+        return self.move(batch) if self.needs_move or holds_arrays(batch) else batch
 
     def move(self, batch: Any) -> Any:
         """``batch`` with every tensor inside (nested) moved to :attr:`device`."""
