@@ -3,7 +3,7 @@
 A checkpoint is a folder::
 
     meta.json            format version, backend, driver, world size, package version, and the
-                         sha256 of every other file of the checkpoint (checked when it is loaded)
+                         checksum of every other file of the checkpoint (checked when it is loaded)
     model<suffix>        the model, written by the driver (or by a user's model_save_fn)
     training_state<suffix>  optimizers and grad scaler, written by the driver
     trainer_state.json   trainer counters, sampler state, event-filter counters, RNG states
@@ -11,12 +11,16 @@ A checkpoint is a folder::
                          :mod:`fastcore_train.utils.json_state`; format 1 pickled it)
 
 The folder is written under a temporary name and renamed into place, so a process killed
-mid-write leaves the previous checkpoint complete and loadable. Only a folder that is itself a
+mid-write leaves the previous checkpoint complete and loadable. Once in place, it is flushed to
+disk (every file and folder fsynced) by the trainer's background writer, and only then is the
+previous checkpoint at that name deleted: a power cut before the flush leaves the previous one
+beside it (``<name>.old-*``), so the training thread does not wait for the disk. Only a folder that is itself a
 checkpoint (it has our ``meta.json``) or an empty folder is ever replaced: anything else at the
 target is the user's, and saving there is an error that leaves it untouched.
 
-``meta.json`` is written last, once every file is in the temporary folder, with the sha256 of
-each of them (folders, such as oneflow's model folder, file by file); loading checks them first,
+``meta.json`` is written last, once every file is in the temporary folder, with the checksum of
+each of them (:mod:`~fastcore_train.checkpoint_checksums`: XXH3-128, computed while writing where
+the framework saves to a file object) (folders, such as oneflow's model folder, file by file); loading checks them first,
 so a file changed or damaged after saving is an error naming it, not weights loaded silently.
 
 Loading runs no code of the checkpoint's: the JSON files are parsed, the framework files are
@@ -32,19 +36,22 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from fastcore_train.checkpoint_checksums import META_FILE, file_checksums, verify_checksums  # noqa: F401
+from fastcore_train.checkpoint_checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE,  # noqa: F401
+                                                 file_checksums, verify_checksums, write_hashed)
 from fastcore_train.checkpoint_errors import (CheckpointChecksumError, CheckpointError,  # noqa: F401
                                               CheckpointStateError, CheckpointTargetError)
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.persistence import HostSnapshot
 from fastcore_train.log import logger
 from fastcore_train.utils import json_state, safe_pickle
-from fastcore_train.utils.atomic import atomic_path, blocking_file, recover_folder
+from fastcore_train.utils.atomic import atomic_path, blocking_file, flush_to_disk, recover_folder
 from fastcore_train.utils.rank_state import read_rank_state, write_rank_state
 from fastcore_train.version import __version__
 
+#: 4: XXH3-128 checksums (``checksum_algorithm`` in meta.json). 3: a random-state file per rank.
 #: 2: callback states in JSON. 1: pickled (still read, through the restricted unpickler).
-FORMAT_VERSION = 3
-READABLE_FORMATS = (1, 2, 3)
+FORMAT_VERSION = 4
+READABLE_FORMATS = (1, 2, 3, 4)
 TRAINER_STATE_FILE = "trainer_state.json"
 CALLBACK_STATE_FILE = "callback_states.json"
 LEGACY_CALLBACK_STATE_FILE = "callback_states.pkl"
@@ -128,12 +135,14 @@ def json_text(data: Any) -> str:
     return json.dumps(data, default=_json_default, indent=1)
 
 
-def write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` durably (flushed and fsynced)."""
+def write_text(path: Path, text: str, durable: bool = False) -> None:
+    """Write ``text`` to ``path`` (``durable``: fsynced before returning; a checkpoint's files are
+    flushed together once it is published, see :func:`~fastcore_train.utils.atomic.make_durable`)."""
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
+        if durable:
+            handle.flush()
+            os.fsync(handle.fileno())
 
 
 def write_json(path: Path, data: Any) -> None:
@@ -143,7 +152,8 @@ def write_json(path: Path, data: Any) -> None:
 @contextlib.contextmanager
 def staged_path(target: Path, driver: Driver, make_dir: bool,
                 check_target: Optional[Callable[[Path], None]] = None,
-                finish: Optional[Callable[[Path], None]] = None, every_rank: bool = False) -> Iterator[Path]:
+                finish: Optional[Callable[[Path], None]] = None, every_rank: bool = False,
+                previous: Optional[list[Path]] = None) -> Iterator[Path]:
     """A temporary path that replaces ``target`` atomically on success.
 
     Entered by rank 0 alone, or, for a driver whose saving is collective, by every rank: rank 0
@@ -151,10 +161,12 @@ def staged_path(target: Path, driver: Driver, make_dir: bool,
     ``every_rank``: every rank enters (each writes a file of its own) whatever the driver.
     ``check_target`` (see :func:`~fastcore_train.utils.atomic.atomic_path`) runs on rank 0;
     ``finish(staging)`` runs on rank 0 once every rank has written, just before the rename.
+    ``previous``: the replaced version is not deleted but moved aside and appended to it (see
+    :func:`~fastcore_train.utils.atomic.publish`).
     """
     collective = (every_rank or driver.io.collective_save) and driver.comm.is_distributed()
     is_zero = driver.comm.is_global_zero()
-    with atomic_path(target, check_target) if is_zero else contextlib.nullcontext() as staging:
+    with atomic_path(target, check_target, previous) if is_zero else contextlib.nullcontext() as staging:
         if is_zero and make_dir:
             staging.mkdir(parents=True)
         if collective:
@@ -179,17 +191,27 @@ def write_model_file(folder: Path, driver: Driver, only_state_dict: bool = True,
 @dataclasses.dataclass
 class CheckpointContent:
     """What this rank writes into a checkpoint folder: ``files`` are ``(name, write(path))`` in
-    order, and rank 0 adds ``meta.json`` last (:meth:`write_meta`) once every rank has written."""
+    order (``write`` returns the file's checksum when it computed it while writing, else None),
+    and rank 0 adds ``meta.json`` last (:meth:`write_meta`) once every rank has written.
+    ``snapshot``: an asynchronous checkpoint's host copies, completed first where the files are
+    written (a background copy, see :mod:`~fastcore_train.checkpoint_async`)."""
 
     meta: dict[str, Any]
-    files: list[tuple[str, Callable[[Path], None]]]
+    files: list[tuple[str, Callable[[Path], Optional[str]]]]
+    digests: dict[str, str] = dataclasses.field(default_factory=dict)
+    snapshot: Optional[HostSnapshot] = None
 
     def write(self, staging: Path) -> None:
+        if self.snapshot is not None:
+            self.snapshot.complete()
         for name, write in self.files:
-            write(staging / name)
+            digest = write(staging / name)
+            if digest is not None:
+                self.digests[name] = digest
 
     def write_meta(self, staging: Path) -> None:
-        write_json(staging / META_FILE, dict(self.meta, checksums=file_checksums(staging)))
+        checksums = file_checksums(staging, known=self.digests)
+        write_json(staging / META_FILE, dict(self.meta, checksums=checksums, **{ALGORITHM_KEY: ALGORITHM}))
 
 
 def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only_state_dict: bool) -> None:
@@ -200,6 +222,27 @@ def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only
                          "blocking=True for those.")
 
 
+def _framework_file(driver: Driver, write: Callable[[Any], None]) -> Callable[[Path], Optional[str]]:
+    """A file writer for ``write(target)`` (a framework's save): through a
+    :class:`~fastcore_train.checkpoint_checksums.HashingFile` when the backend saves to file
+    objects (its checksum is then known when the write ends), else to the path."""
+    if driver.io.hashes_while_writing:
+        return lambda path: write_hashed(path, write)
+
+    def to_path(path: Path) -> None:  # (no checksum yet: the file is hashed when meta.json is written)
+        write(path)
+    return to_path
+
+
+def _no_checksum(_: Any) -> None:
+    return None
+
+
+def _text_file(text: str) -> Callable[[Path], Optional[str]]:
+    data = text.encode("utf-8")
+    return lambda path: write_hashed(path, lambda handle: handle.write(data))
+
+
 def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_states: dict[str, Any],
                        only_state_dict: bool = True, model_save_fn: Optional[Callable[[Path], None]] = None,
                        extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None,
@@ -207,9 +250,9 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
     """This rank's part of a checkpoint (see :func:`write_checkpoint` for who writes what).
 
     ``snapshot=False`` writes the live state when the files are written; ``snapshot=True`` copies
-    everything now (tensors to host memory with ``driver.io.snapshot()``, JSON to text), so the
-    files can be written later, in the background, while training changes the live state. Both
-    write the same objects with the same calls, so the files are the same byte for byte.
+    everything first (tensors to host memory with ``driver.io.begin_snapshot()``, JSON to text),
+    so the files can be written later, in the background, while training changes the live state.
+    Both write the same objects with the same calls, so the files are the same byte for byte.
     """
     is_zero = driver.comm.is_global_zero()
     io = driver.io
@@ -219,42 +262,45 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
         "only_state_dict": only_state_dict, "custom_model_save": model_save_fn is not None,
         "fastcore_train_version": __version__, **(extra_meta or {}),
     }
-    files: list[tuple[str, Callable[[Path], None]]] = []
+    files: list[tuple[str, Callable[[Path], Optional[str]]]] = []
     writes_model = is_zero or io.collective_save
     model_name = f"{MODEL_STEM}{io.model_file_suffix}"
     state_name = f"{TRAINING_STATE_STEM}{io.model_file_suffix}"
+    host = None
     if snapshot:
         check_snapshot_options(model_save_fn, only_state_dict)
         if writes_model:
-            model_copy, state_copy = io.snapshot()
-            files += [(model_name, lambda path: io.write_object(model_copy, path)),
-                      (state_name, lambda path: io.write_object(state_copy, path))]
+            host = io.begin_snapshot()
+            files += [(model_name, _framework_file(driver, lambda target: io.write_object(host.model, target))),
+                      (state_name, _framework_file(driver, lambda target: io.write_object(host.state, target)))]
     else:
         if model_save_fn is not None:
             if is_zero:
-                files.append(("", model_save_fn))
+                files.append(("", lambda path: _no_checksum(model_save_fn(path))))
         elif writes_model:
-            files.append((model_name, lambda path: io.save_model(path, only_state_dict=only_state_dict)))
+            files.append((model_name, _framework_file(
+                driver, lambda target: io.save_model(target, only_state_dict=only_state_dict))))
         if writes_model:
-            files.append((state_name, io.save_training_state))
+            files.append((state_name, _framework_file(driver, io.save_training_state)))
     if rank_state is not None:
-        files.append((RANK_STATE_FILE.format(rank=driver.comm.rank), lambda path: write_rank_state(path, rank_state)))
+        files.append((RANK_STATE_FILE.format(rank=driver.comm.rank),
+                      lambda path: write_hashed(path, lambda handle: write_rank_state(handle, rank_state))))
     if is_zero:
         json_files = {TRAINER_STATE_FILE: trainer_state, CALLBACK_STATE_FILE: callback_states, **(extra_json or {})}
         for name, data in json_files.items():
             if snapshot:
-                text = json_text(data)
-                files.append((name, lambda path, text=text: write_text(path, text)))
+                files.append((name, _text_file(json_text(data))))
             else:
-                files.append((name, lambda path, data=data: write_json(path, data)))
-    return CheckpointContent(meta, files)
+                files.append((name, lambda path, data=data: _text_file(json_text(data))(path)))
+    return CheckpointContent(meta, files, snapshot=host)
 
 
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
                      callback_states: dict[str, Any], only_state_dict: bool = True,
                      model_save_fn: Optional[Callable[[Path], None]] = None,
                      extra_json: Optional[dict[str, Any]] = None, rank_state: Any = None,
-                     extra_meta: Optional[dict[str, Any]] = None) -> Path:
+                     extra_meta: Optional[dict[str, Any]] = None,
+                     previous: Optional[list[Path]] = None) -> Path:
     """Write a complete checkpoint folder atomically.
 
     Call on every rank: each writes its ``rank_state`` (its random state) to a file of its own;
@@ -265,13 +311,23 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     evaluation results a checkpoint was selected by); ``extra_meta`` is added to ``meta.json``
     (e.g. the optimizer classes, checked when it is loaded). Raises :class:`CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
+    ``previous``: a checkpoint replaced at ``folder`` is moved aside, not deleted, and its path
+    appended to this list; the caller deletes it once the new one is on disk
+    (:func:`~fastcore_train.utils.atomic.make_durable`). Without it the files are fsynced before
+    the rename and the replaced one deleted at once.
     :mod:`fastcore_train.checkpoint_async` writes the same files in the background.
     """
     folder = Path(folder)
     content = checkpoint_content(driver, trainer_state, callback_states, only_state_dict, model_save_fn,
                                  extra_json, rank_state, extra_meta)
+
+    def finish(staging: Path) -> None:
+        content.write_meta(staging)
+        if previous is None:
+            flush_to_disk(staging)
+
     with staged_path(folder, driver, make_dir=True, check_target=check_checkpoint_target,
-                     finish=content.write_meta, every_rank=True) as staging:
+                     finish=finish, every_rank=True, previous=previous) as staging:
         content.write(staging)
     return folder
 

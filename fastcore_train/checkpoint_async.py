@@ -1,12 +1,22 @@
 """Asynchronous checkpoints: snapshot now, write in the background, publish when complete.
 
 ``Trainer.save_checkpoint(folder, blocking=False)`` (and ``CheckpointCallback(async_save=True)``)
-copies the checkpoint's state to host memory on the training thread
-(:func:`~fastcore_train.checkpoint.checkpoint_content` with ``snapshot=True``: the backend's
-``snapshot.py`` copies the tensors, the JSON files become text) and returns; a background thread
-writes the files into the same temporary folder a synchronous save uses and renames it into place
-only when every file of every rank is there, so a crash during the write leaves the previous
-checkpoint as it was (the temporary folder of a dead writer is removed by the next save).
+snapshots the checkpoint's state (:func:`~fastcore_train.checkpoint.checkpoint_content` with
+``snapshot=True``: the backend's ``snapshot.py`` copies the tensors to host memory, the JSON files
+become text) and returns; a background thread writes the files into the same temporary folder a
+synchronous save uses, flushes them to disk and renames the folder into place only when every file
+of every rank is there, so a crash during the write leaves the previous checkpoint as it was (the
+temporary folder of a dead writer is removed by the next save).
+
+Where the backend allows it (``io.copies_in_background``: torch), the copy of the parameters and
+optimizer state is itself made by the background thread, while the next batch's forward and
+backward run; the Trainer waits for it (:meth:`AsyncCheckpointWriter.wait_for_snapshot`) before
+the next optimizer step, the first thing that changes them. What the forward pass changes
+(batch-norm statistics) is copied at once.
+
+The same writer flushes a *blocking* save to disk after it is published
+(:func:`~fastcore_train.utils.atomic.make_durable`), and runs the deletions that must wait for it
+(:meth:`AsyncCheckpointWriter.after`: a top-k checkpoint dropped for a better one).
 
 - At most one write is in flight per trainer: the next save (sync or async) first waits for it.
 - An error of the background write is kept and raised by the next save, or by
@@ -34,7 +44,8 @@ from typing import Any, Callable, Optional
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
-from fastcore_train.utils.atomic import begin_atomic, discard, publish
+from fastcore_train.drivers.persistence import HostSnapshot
+from fastcore_train.utils.atomic import begin_atomic, discard, flush_to_disk, make_durable, publish
 
 DONE_MARKER = ".done-rank-{rank:05d}"
 FAILED_MARKER = ".failed-rank-{rank:05d}"
@@ -46,44 +57,92 @@ class AsyncCheckpointError(RuntimeError):
 
 
 class AsyncCheckpointWriter:
-    """Runs one background write at a time and keeps its error for the next :meth:`wait`."""
+    """Runs one background job at a time (a checkpoint write, or a blocking save's flush to disk),
+    then the actions queued with :meth:`after`; keeps the job's error for the next :meth:`wait`."""
 
     def __init__(self) -> None:
         self._thread: Optional[threading.Thread] = None
         self._error: Optional[BaseException] = None
         self._target: Optional[Path] = None
+        self._snapshot: Optional[HostSnapshot] = None
+        self._lock = threading.Lock()
+        self._then: list[Callable[[], None]] = []
 
     @property
     def in_flight(self) -> bool:
-        """True while a write is running."""
+        """True while a job (or what was queued after it) is running."""
         return self._thread is not None and self._thread.is_alive()
 
+    def wait_for_snapshot(self) -> None:
+        """Wait until the job in flight has taken its host copies (see :class:`HostSnapshot`);
+        returns at once when there is none, or when they were taken before it started."""
+        snapshot = self._snapshot
+        if snapshot is not None:
+            snapshot.ready.wait()
+
     def wait(self) -> None:
-        """Wait for the write in flight (if any); raise :class:`AsyncCheckpointError` if it failed."""
+        """Wait for the job in flight (if any); raise :class:`AsyncCheckpointError` if it failed."""
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+        self._snapshot = None
         error, self._error = self._error, None
         if error is not None:
             raise AsyncCheckpointError(
-                f"The asynchronous checkpoint to {str(self._target)!r} failed: {type(error).__name__}: {error}. "
-                "Nothing was published there (the previous checkpoint, if any, is unchanged); fix the cause "
+                f"The checkpoint to {str(self._target)!r} failed in the background: {type(error).__name__}: "
+                f"{error}. If it was not published, the previous checkpoint there is unchanged; fix the cause "
                 "(e.g. free disk space) and save again.") from error
 
-    def start(self, target: Path, job: Callable[[], None]) -> None:
-        """Run ``job`` in a background thread, after waiting for the previous one."""
+    def start(self, target: Path, job: Callable[[], None], snapshot: Optional[HostSnapshot] = None) -> None:
+        """Run ``job`` in a background thread, after waiting for the previous one; ``snapshot``:
+        the host copies the job takes (what :meth:`wait_for_snapshot` waits for)."""
         self.wait()
         self._target = target
+        self._snapshot = snapshot
 
         def run() -> None:
             try:
                 job()
             except BaseException as error:  # kept for the next wait(), never lost
                 self._error = error
+            finally:
+                if snapshot is not None:
+                    snapshot.ready.set()  # (never leave the training thread waiting on a failed copy)
+            self._run_queued()
 
         # Not a daemon: an interpreter exiting after run() still finishes (and publishes) the write.
         self._thread = threading.Thread(target=run, name=f"fastcore-checkpoint-{target.name}", daemon=False)
         self._thread.start()
+
+    def after(self, action: Callable[[], None]) -> None:
+        """Run ``action`` once the job in flight is done (on its thread), or now when none is.
+        Its errors are logged, not raised (a cleanup must not stop training)."""
+        with self._lock:
+            if self.in_flight:
+                self._then.append(action)
+                return
+        _run_logged(action)
+
+    def _run_queued(self) -> None:
+        while True:
+            with self._lock:
+                if not self._then:
+                    return
+                action = self._then.pop(0)
+            _run_logged(action)
+
+
+def _run_logged(action: Callable[[], None]) -> None:
+    try:
+        action()
+    except Exception as error:  # noqa: BLE001 - a cleanup's failure is reported, not raised
+        logger.warning("A checkpoint cleanup failed: %s: %s", type(error).__name__, error)
+
+
+def flush_in_background(writer: AsyncCheckpointWriter, folder: Path, previous: list[Path]) -> None:
+    """After a blocking save published ``folder``: flush it to disk on the writer's thread, then
+    delete the versions it replaced (:func:`~fastcore_train.utils.atomic.make_durable`)."""
+    writer.start(folder, lambda: make_durable(folder, previous))
 
 
 @dataclasses.dataclass
@@ -126,7 +185,7 @@ def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: D
     facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
                          float(getattr(comm, "timeout", 1800.0)))
     if comm.is_global_zero():
-        writer.start(target, lambda: _write_and_publish(content, facts))
+        writer.start(target, lambda: _write_and_publish(content, facts), content.snapshot)
     else:  # its own small files (the random state): written now, so no rank waits on another's thread
         _write_and_publish(content, facts)
 
@@ -149,7 +208,10 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
         if facts.distributed:
             _wait_for_ranks(facts)
         content.write_meta(facts.staging)
-        publish(facts.staging, facts.target, ckpt.check_checkpoint_target)
+        flush_to_disk(facts.staging)
+        previous: list[Path] = []
+        publish(facts.staging, facts.target, ckpt.check_checkpoint_target, previous)
+        make_durable(facts.target, previous)
     finally:
         discard(facts.staging)  # (nothing is left to remove once published)
 

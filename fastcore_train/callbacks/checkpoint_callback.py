@@ -120,8 +120,9 @@ class CheckpointCallback(Callback):
         if keep_all:
             return
         for _, dropped in self.topk_saved[self.topk:]:
-            if trainer.driver.comm.is_global_zero():
-                shutil.rmtree(self.run_folder / dropped, ignore_errors=True)
+            if trainer.driver.comm.is_global_zero():  # once the better one is on disk
+                trainer.after_checkpoint_written(
+                    lambda path=self.run_folder / dropped: shutil.rmtree(path, ignore_errors=True))
         del self.topk_saved[self.topk:]
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:

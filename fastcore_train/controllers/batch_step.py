@@ -28,6 +28,7 @@ class BatchStepMixin:
     last_loss: Any
     _call_model: ModelCaller
     _update_now: bool  # this micro-batch ends an accumulation group: step and zero grad
+    _wait_for_checkpoint_snapshot: Callable[[], None]
     _loss_checked: bool = False  # the first loss was checked (one number, with a gradient)
 
     def train_step(self, batch: Any) -> Any:
@@ -71,6 +72,7 @@ class BatchStepMixin:
     def step(self) -> None:
         """Step the optimizers, on the last micro-batch of each accumulation group only."""
         if self._update_now:
+            self._wait_for_checkpoint_snapshot()  # an async save's background copy ends before the state changes
             manager = self.callback_manager
             self._around_optimizers(manager.on_before_optimizers_step, self.driver.step,
                                     manager.on_after_optimizers_step)

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train import checkpoint as ckpt
-from fastcore_train.checkpoint_async import AsyncCheckpointWriter, start_async_checkpoint
+from fastcore_train.checkpoint_async import AsyncCheckpointWriter, flush_in_background, start_async_checkpoint
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
                                                           optimizer_classes)
 from fastcore_train.controllers.state import TrainerState
@@ -54,6 +54,7 @@ class PersistenceMixin:
     def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
                    model_load_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
         """Restore the model written by :meth:`save_model` (every rank loads)."""
+        self.wait_for_checkpoint()
         self._fire("on_load_model")
         folder = Path(folder)
         if model_load_fn is not None:
@@ -81,7 +82,9 @@ class PersistenceMixin:
         there is the user's, and saving raises :class:`~fastcore_train.checkpoint.CheckpointTargetError`
         on every rank, leaving it untouched.
 
-        ``blocking=False`` copies the state to host memory and returns; the files are written in
+        ``blocking=True`` returns once the checkpoint is in place, complete; it is then flushed to
+        disk in the background, and a checkpoint it replaced is deleted only after that.
+        ``blocking=False`` snapshots the state to host memory and returns; the files are written in
         the background and published only when complete (see :mod:`fastcore_train.checkpoint_async`).
         One write is in flight at a time: any save first waits for the previous one and raises its
         error; :meth:`wait_for_checkpoint` waits too, and ``run`` does when it ends.
@@ -109,17 +112,34 @@ class PersistenceMixin:
                                    LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
                                    else layout_record(self.driver.unwrap_model())})
         if blocking:
-            ckpt.write_checkpoint(folder, self.driver, **content)
+            previous: list[Path] = []
+            ckpt.write_checkpoint(folder, self.driver, previous=previous, **content)
+            if self.driver.comm.is_global_zero():
+                flush_in_background(self._checkpoint_writer(), Path(folder), previous)
             self.driver.comm.barrier()
         else:
             start_async_checkpoint(self._checkpoint_writer(), folder, self.driver, content)
 
     def wait_for_checkpoint(self) -> None:
-        """Wait until an asynchronous checkpoint in flight is published; raise its error if it failed
-        (:class:`~fastcore_train.checkpoint_async.AsyncCheckpointError`). No-op when none is."""
+        """Wait until the checkpoint in flight is published and on disk; raise its error if it
+        failed (:class:`~fastcore_train.checkpoint_async.AsyncCheckpointError`). No-op when none is.
+        Call it before changing the model's parameters outside the optimizer step while an
+        asynchronous save may be copying them."""
         writer = getattr(self, "_async_writer", None)
         if writer is not None:
             writer.wait()
+
+    def _wait_for_checkpoint_snapshot(self) -> None:
+        """Before an optimizer step: wait until an asynchronous checkpoint's background copy of
+        the parameters and optimizer state is taken (at once when there is none)."""
+        writer = getattr(self, "_async_writer", None)
+        if writer is not None:
+            writer.wait_for_snapshot()
+
+    def after_checkpoint_written(self, action: Callable[[], None]) -> None:
+        """Run ``action`` (e.g. deleting a checkpoint a newer one replaces) once the checkpoint in
+        flight is published and on disk, or now when none is."""
+        self._checkpoint_writer().after(action)
 
     def _checkpoint_writer(self) -> AsyncCheckpointWriter:
         if getattr(self, "_async_writer", None) is None:
@@ -146,6 +166,7 @@ class PersistenceMixin:
         Training then continues from the batch after the one the checkpoint was taken at, with
         the same data order and random streams as an uninterrupted run.
         """
+        self.wait_for_checkpoint()  # a save in flight is done with the live state (and the folder)
         meta = ckpt.read_meta(folder, self.driver)
         folder = Path(meta["folder"])
         check_optimizer_classes(meta, self._user_optimizers, folder)  # before anything is loaded

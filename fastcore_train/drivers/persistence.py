@@ -16,6 +16,7 @@ files equal a sync save's byte for byte.
 """
 from __future__ import annotations
 
+import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional
@@ -34,6 +35,15 @@ class Persistence(ABC):
     #: True when saving is a collective operation (sharded models): the controller then calls
     #: ``save_model``/``save_training_state`` on every rank and this object decides who writes.
     collective_save: bool = False
+    #: True when the framework saves to a binary file object as well as to a path (``torch.save``):
+    #: checkpoint files are then hashed while written, with no read-back.
+    saves_to_file_objects: bool = False
+    #: True when :meth:`host_copy` may run on a background thread while the next batch's forward and
+    #: backward run (torch: its copies release the GIL and touch no autograd state). An asynchronous
+    #: checkpoint then copies the parameters and optimizer state beside training, and the Trainer waits
+    #: for the copy only before the next optimizer step (what changes them); :meth:`freeze_buffers`
+    #: copies at once what the forward pass changes. Otherwise everything is copied at once.
+    copies_in_background: bool = False
 
     def __init__(self, driver: "Driver") -> None:
         self.driver = driver
@@ -85,17 +95,42 @@ class Persistence(ABC):
         """``obj`` with every framework tensor copied to host memory (``backends/<name>/snapshot.py``)."""
         raise NotImplementedError(f"{type(self).__name__} cannot copy its state to host memory.")
 
+    @property
+    def hashes_while_writing(self) -> bool:
+        """Whether checkpoint files go through a hashing file object (not for collective saving,
+        whose files are folders written by every rank)."""
+        return self.saves_to_file_objects and not self.collective_save
+
+    def freeze_buffers(self, model_state: Any) -> Any:
+        """``model_state`` with the entries the forward pass changes (e.g. batch-norm statistics)
+        replaced by host copies, for :attr:`copies_in_background` backends."""
+        raise NotImplementedError(f"{type(self).__name__} does not copy in the background.")
+
+    def begin_snapshot(self) -> "HostSnapshot":
+        """Host copies of (model state, training state), to write in the background with
+        :meth:`write_object` while training changes the live tensors: taken now, or (with
+        :attr:`copies_in_background`) by :meth:`HostSnapshot.complete` on the writer's thread."""
+        self._check_snapshot()
+        model, state = self.model_state(), self.training_state_object()
+        if not self.copies_in_background:
+            copies = self.host_copy((model, state))
+            return HostSnapshot(lambda: copies)
+        model = self.freeze_buffers(model)
+        return HostSnapshot(lambda: self.host_copy((model, state)), deferred=True)
+
     def snapshot(self) -> tuple[Any, Any]:
-        """Host copies of (model state, training state): training may change the live tensors
-        while these are written in the background with :meth:`write_object`."""
+        """Host copies of (model state, training state), taken now."""
+        self._check_snapshot()
+        model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
+        return model_copy, state_copy
+
+    def _check_snapshot(self) -> None:
         if not self.supports_snapshot:
             raise NotImplementedError(
                 f"Asynchronous checkpoints are not available for {type(self.driver).__name__}: "
                 + ("its saving is collective (sharded state), " if self.collective_save else "")
                 + "so it cannot snapshot its state to host memory. Save with blocking=True "
                 "(CheckpointCallback(async_save=False)).")
-        model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
-        return model_copy, state_copy
 
     # ------------------------------------------------------------------ shared by the backends
     @staticmethod
@@ -133,3 +168,30 @@ class Persistence(ABC):
             raise ValueError(
                 f"The checkpoint holds {saved} optimizer state(s) but the trainer has "
                 f"{len(optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
+
+
+class HostSnapshot:
+    """Host copies of a driver's (model state, training state) for an asynchronous checkpoint.
+
+    ``take()`` returns them; it runs at once, or, ``deferred``, in :meth:`complete` (called by the
+    background writer before it writes). :attr:`ready` is set once the copies are taken (or
+    failed): until then the live parameters and optimizer state must not change, which the
+    Trainer ensures by waiting for it before the next optimizer step.
+    """
+
+    def __init__(self, take: Callable[[], tuple[Any, Any]], deferred: bool = False) -> None:
+        self._take = take
+        self.ready = threading.Event()
+        self.model: Any = None
+        self.state: Any = None
+        if not deferred:
+            self.complete()
+
+    def complete(self) -> None:
+        """Take the copies, if not taken yet."""
+        if self.ready.is_set():
+            return
+        try:
+            self.model, self.state = self._take()
+        finally:
+            self.ready.set()

@@ -23,6 +23,7 @@ from typing import Callable, Iterator, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
+_ASIDE_NAME = re.compile(r"^.+\.old-[0-9a-f]{8}$")
 _TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<tag>[0-9a-f]{8})$")
 
 
@@ -95,14 +96,17 @@ def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]
     return temporary_sibling(target)
 
 
-def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> None:
+def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[Path], None]] = None,
+            previous: Optional[list[Path]] = None) -> None:
     """Put the finished ``temporary`` (from :func:`begin_atomic`) in place of ``target``.
 
     ``check_target`` runs again first, and ``target`` is left exactly as it was when it raises.
     A file replaces a file in one ``os.replace``. No rename puts a folder over a non-empty folder
     (nor a file over a folder, or a folder over a file), so then the old one is first moved aside
     (``<name>.old-*``) and deleted only after the new one is in place; :func:`recover_folder` puts
-    it back if the process died in between.
+    it back if the process died in between. With ``previous`` (a list), the old folder is not
+    deleted but appended to it, for the caller to delete once the new one is on disk
+    (:func:`make_durable`).
     """
     target = Path(target)
     if check_target is not None:
@@ -111,7 +115,10 @@ def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[
         aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
         os.replace(target, aside)
         os.replace(temporary, target)
-        _remove(aside)
+        if previous is None:
+            _remove(aside)
+        else:
+            previous.append(aside)
     else:
         os.replace(temporary, target)
 
@@ -122,20 +129,57 @@ def discard(temporary: Path) -> None:
 
 
 @contextlib.contextmanager
-def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Iterator[Path]:
+def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None,
+                previous: Optional[list[Path]] = None) -> Iterator[Path]:
     """Yield a temporary path to write a file or a folder to; on success it replaces ``target``
     (:func:`begin_atomic`, then :func:`publish`; the temporary is removed on failure).
 
     ``check_target(target)`` raises when what is at ``target`` must not be replaced; it runs
     before anything is written and again just before the replacement, and ``target`` is then
-    left exactly as it was.
+    left exactly as it was. ``previous``: see :func:`publish`.
     """
     temporary = begin_atomic(target, check_target)
     try:
         yield temporary
-        publish(temporary, target, check_target)
+        publish(temporary, target, check_target, previous)
     finally:
         _remove(temporary)
+
+
+def _fsync(path: Path) -> None:
+    descriptor = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def flush_to_disk(path: PathLike) -> None:
+    """fsync ``path`` (a file, or a folder with every file and folder in it) and its parent
+    folder, so what was written survives a power cut, not only a crash of the process."""
+    path = Path(path)
+    if path.is_dir():
+        for entry in sorted(path.rglob("*")):
+            if entry.is_file() and not entry.is_symlink():
+                _fsync(entry)
+        for folder in sorted((p for p in path.rglob("*") if p.is_dir()), reverse=True):
+            _fsync(folder)
+    _fsync(path)
+    _fsync(path.parent)
+
+
+def make_durable(path: PathLike, previous: list[Path]) -> None:
+    """Flush the published ``path`` to disk (:func:`flush_to_disk`), then delete the versions it
+    replaced (``previous``, moved aside by :func:`publish`): until the new one is on disk, a power
+    cut leaves the old one beside it."""
+    path = Path(path)
+    flush_to_disk(path)
+    stale = [entry for entry in path.parent.iterdir() if _ASIDE_NAME.match(entry.name)
+             and entry.name.rsplit(".old-", 1)[0] == path.name]  # also those of a writer killed before this point
+    for aside in {*previous, *stale}:
+        _remove(aside)
+    if previous or stale:
+        _fsync(path.parent)
 
 
 def recover_folder(target: PathLike) -> Path:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO, Union
 
 import numpy as np
 
@@ -65,15 +65,17 @@ def _unpack(value: Any, arrays: Any) -> Any:
     return value
 
 
-def write_rank_state(path: Path, state: Any) -> None:
-    """Write ``state`` (dicts, lists, tuples, numbers, strings, bytes, numpy arrays) to ``path``, durably."""
+def write_rank_state(target: Union[Path, BinaryIO], state: Any) -> None:
+    """Write ``state`` (dicts, lists, tuples, numbers, strings, bytes, numpy arrays) to ``target``
+    (a path or a binary file); a checkpoint's files are fsynced together once it is published."""
     arrays: dict[str, np.ndarray] = {}
     skeleton = json.dumps(_pack(state, arrays), separators=(",", ":"))
     arrays[_SKELETON] = np.frombuffer(skeleton.encode("utf-8"), dtype=np.uint8)
-    with open(path, "wb") as handle:
-        np.savez(handle, **arrays)
-        handle.flush()
-        os.fsync(handle.fileno())
+    if isinstance(target, (str, os.PathLike)):
+        with open(target, "wb") as handle:
+            np.savez(handle, **arrays)
+    else:
+        np.savez(target, **arrays)
 
 
 def read_rank_state(path: Path) -> Any:

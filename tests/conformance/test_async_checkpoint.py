@@ -41,10 +41,10 @@ def hook_writes(trainer, before=None):
     io = trainer.driver.io
     write = io.write_object
 
-    def hooked(obj, path):
+    def hooked(obj, target):  # a path, or a file object (hashed while written) named by its path
         if before is not None:
-            before(Path(path))
-        write(obj, path)
+            before(Path(getattr(target, "name", target)))
+        write(obj, target)
 
     io.write_object = hooked
 
@@ -211,4 +211,5 @@ def test_a_sigkill_during_an_async_write_leaves_the_previous_checkpoint_loadable
     trainer.load_checkpoint(tmp_path / "ckpt")
     assert trainer.global_forward_batches == 4
     trainer.save_checkpoint(tmp_path / "ckpt")  # the dead writer's temporary folder is cleared
+    trainer.wait_for_checkpoint()  # (and the replaced checkpoint deleted, once the new one is on disk)
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

@@ -1,6 +1,6 @@
 """A checkpoint file changed after saving (bytes flipped inside, yet still loadable) is an error naming
-it, not weights loaded silently: ``meta.json`` records the sha256 of every other file, and loading
-checks them. Runs on every backend (``--backend``); oneflow's model is a folder, hashed file by file.
+it, not weights loaded silently: ``meta.json`` records the checksum (XXH3-128) of every other file,
+and loading checks them. Runs on every backend (``--backend``); oneflow's model is a folder, hashed file by file.
 """
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import json
 import logging
 
 import pytest
+import xxhash
 
 from fastcore_train.checkpoint import (META_FILE, TRAINING_STATE_STEM, CheckpointChecksumError, CheckpointError,
                                        model_file)
@@ -41,12 +42,31 @@ def flip_a_byte(path):
     path.write_bytes(bytes(data))
 
 
-def test_meta_records_the_sha256_of_every_other_file(saved):
+def test_meta_records_the_checksum_of_every_other_file(saved):
+    """Computed while writing where the framework saves to a file object (torch), else read back:
+    either way they are the checksums of the bytes on disk."""
     _, folder = saved
-    checksums = json.loads((folder / META_FILE).read_text())["checksums"]
+    meta = json.loads((folder / META_FILE).read_text())
+    checksums = meta["checksums"]
     files = {p.relative_to(folder).as_posix(): p for p in folder.rglob("*") if p.is_file() and p.name != META_FILE}
+    assert meta["checksum_algorithm"] == "xxh3_128"
     assert set(checksums) == set(files)
-    assert all(hashlib.sha256(files[name].read_bytes()).hexdigest() == digest for name, digest in checksums.items())
+    assert {name: xxhash.xxh3_128(files[name].read_bytes()).hexdigest() for name in checksums} == checksums
+
+
+def test_a_checkpoint_with_sha256_checksums_is_verified_with_them(harness, saved):
+    """Checkpoints of format < 4 recorded sha256 (no checksum_algorithm): still loaded, still checked."""
+    trainer, folder = saved
+    meta = json.loads((folder / META_FILE).read_text())
+    del meta["checksum_algorithm"]
+    meta["checksums"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in meta["checksums"]}
+    (folder / META_FILE).write_text(json.dumps(meta))
+    other = fresh(harness)
+    other.load_checkpoint(folder)
+    assert_weights_equal(harness.get_weights(other.model), harness.get_weights(trainer.model))
+    flip_a_byte(largest_file(model_file(folder, trainer.driver)))
+    with pytest.raises(CheckpointChecksumError, match="sha256"):
+        fresh(harness).load_checkpoint(folder)
 
 
 def test_an_unmodified_checkpoint_loads(harness, saved):

@@ -89,6 +89,8 @@ class TorchPersistence(Persistence):
     """State dicts (or whole pickled modules, ``only_state_dict=False``) in ``.pt`` files."""
 
     model_file_suffix = ".pt"
+    saves_to_file_objects = True  # torch.save takes a file object: checkpoint files are hashed while written
+    copies_in_background = True  # host copies release the GIL and record no autograd (see snapshot.py)
 
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         torch.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), path, **kwargs)
@@ -114,6 +116,11 @@ class TorchPersistence(Persistence):
         if not hasattr(self, "_host_buffers"):
             self._host_buffers: dict = {}  # reused by the next snapshot (see snapshot.py)
         return snapshot.host_copy(obj, self._host_buffers)
+
+    def freeze_buffers(self, model_state: Any) -> Any:
+        if not hasattr(self, "_buffer_copies"):
+            self._buffer_copies: dict = {}
+        return snapshot.freeze_buffers(self.driver.unwrap_model(), model_state, self._buffer_copies)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+import copy as copying
+
 import torch
 
 from fastcore_train.utils.nested import copy_tensors
@@ -52,3 +54,16 @@ def host_copy(data: Any, cache: Optional[dict[_Key, Any]] = None) -> Any:
         cache.clear()
         cache.update(storages)
     return result
+
+
+def freeze_buffers(model: torch.nn.Module, state_dict: Any, cache: dict[_Key, Any]) -> Any:
+    """A shallow copy of ``state_dict`` (same type and ``_metadata``) whose buffer entries (what
+    the forward pass may change, e.g. batch-norm running statistics) are host copies; parameters
+    stay live, for a background copy that must end before the next optimizer step."""
+    names = [name for name, _ in model.named_buffers() if name in state_dict]
+    frozen = copying.copy(state_dict)
+    if names:
+        copies = host_copy({name: state_dict[name] for name in names}, cache)
+        for name in names:
+            frozen[name] = copies[name]
+    return frozen
