@@ -98,6 +98,72 @@ def test_training_goes_on_while_the_checkpoint_is_written_and_the_snapshot_is_of
     assert_weights_equal(harness.get_weights(other.driver.unwrap_model()), saver.weights_at_save)
 
 
+class SlowSnapshot(Callback):
+    """An async save after batch ``at`` whose host copy takes ``delay`` seconds (where the backend copies
+    beside training, on the writer's thread; elsewhere on the training thread)."""
+
+    def __init__(self, folder: Path, at: int, delay: float) -> None:
+        self.folder, self.at, self.delay = folder, at, delay
+        self.weights_at_save = None
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches == self.at:
+            self.weights_at_save = self.harness.get_weights(self.model)
+            io = trainer.driver.io
+            copy = io.host_copy
+
+            def slow_copy(obj):
+                time.sleep(self.delay)
+                return copy(obj)
+
+            io.host_copy = slow_copy
+            trainer.save_checkpoint(self.folder, blocking=False)
+
+
+def test_the_next_optimizer_step_waits_for_the_snapshot(harness, tmp_path):
+    """However long the copy takes, training does not change the parameters or the optimizer state
+    before it is taken: the checkpoint holds the state of its save point."""
+    saver = SlowSnapshot(tmp_path / "ckpt", at=2, delay=0.5)
+    trainer, model = trained(harness, n_epochs=1, callbacks=[saver])
+    saver.harness, saver.model = harness, model
+    trainer.run(num_eval_sanity_batch=0)
+    other, _ = trained(harness)
+    other.load_checkpoint(tmp_path / "ckpt")
+    assert other.global_forward_batches == 2
+    assert_weights_equal(harness.get_weights(other.driver.unwrap_model()), saver.weights_at_save)
+    reference, reference_model = trained(harness, n_epochs=1)
+    reference.run(num_eval_sanity_batch=0)
+    assert_weights_equal(harness.get_weights(model), harness.get_weights(reference_model))  # and was not disturbed
+
+
+def test_a_blocking_save_keeps_the_checkpoint_it_replaces_until_the_new_one_is_on_disk(harness, tmp_path, monkeypatch):
+    """The flush to disk runs after publishing, on the writer's thread; until it is done, the replaced
+    checkpoint stays beside the new one (what a power cut in between would leave)."""
+    from fastcore_train.utils import atomic
+
+    trainer, _ = trained(harness)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "ckpt")
+    trainer.wait_for_checkpoint()
+    released = threading.Event()
+    fsync = atomic._fsync
+
+    def held_fsync(path):
+        released.wait(timeout=60)
+        fsync(path)
+
+    monkeypatch.setattr(atomic, "_fsync", held_fsync)
+    trainer.state.global_forward_batches = 77
+    trainer.save_checkpoint(tmp_path / "ckpt")  # returns before anything is flushed
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names[0] == "ckpt" and len(names) == 2 and names[1].startswith("ckpt.old-")
+    assert json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())["state"]["global_forward_batches"] == 77
+    assert json.loads((tmp_path / names[1] / "trainer_state.json").read_text())["state"]["global_forward_batches"] == 4
+    released.set()
+    trainer.wait_for_checkpoint()
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
 def test_a_second_save_waits_for_the_first(harness, tmp_path):
     trainer, _ = trained(harness)
     trainer.run(num_eval_sanity_batch=0)

@@ -59,8 +59,10 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     assert (tmp_path / "ckpt" / "rank_state_00000.npz").stat().st_size < 16_000  # compact: ~10 KB
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"], "no temporary folder may be left behind"
 
-    # Saving again over it replaces it whole.
+    # Saving again over it replaces it whole; the replaced one stays beside it until the new one is
+    # on disk (a power cut in between leaves it), then the background flush deletes it.
     trainer.save_checkpoint(tmp_path / "ckpt")
+    trainer.wait_for_checkpoint()
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
 
 
