@@ -63,8 +63,8 @@ class SaveSchedule:
     """A callback: at the end of the batches it is given, runs that batch's save and records how
     long the training thread was blocked; records when every batch ended."""
 
-    def __init__(self, plan: dict[int, str], saves: dict[str, Callable[[], None]]) -> None:
-        self.plan, self.saves = plan, saves
+    def __init__(self, plan: dict[int, str], saves: dict[str, Callable[[], None]], work: Path) -> None:
+        self.plan, self.saves, self.work = plan, saves, work
         self.batch_ends: list[float] = []
         self.blocked: dict[int, float] = {}
 
@@ -74,6 +74,8 @@ class SaveSchedule:
         name = self.plan.get(batch)
         if name is not None:
             trainer.wait_for_checkpoint()  # the previous window's write is done (untimed: not this save's)
+            if name.startswith("raw"):  # (untimed: the raw save writes a fresh folder; ours replace theirs,
+                clear(self.work / name)  # deleting the old one in the background)
             started = time.perf_counter()
             self.saves[name]()
             self.blocked[batch] = time.perf_counter() - started
@@ -119,14 +121,12 @@ def make_saves(trainer_ref: list[Any], work: Path) -> dict[str, Callable[[], Non
 
     def raw() -> None:
         io = trainer_ref[0].driver.io
-        clear(work / "raw")
         (work / "raw").mkdir()
         io.write_object(io.model_state(), work / "raw" / f"model{io.model_file_suffix}")
         io.write_object(io.training_state_object(), work / "raw" / f"training_state{io.model_file_suffix}")
 
     def raw_durable() -> None:  # the raw save, then on disk (what a checkpoint needs to survive a power cut)
         io = trainer_ref[0].driver.io
-        clear(work / "raw_durable")
         (work / "raw_durable").mkdir()
         for name, state in (("model", io.model_state()), ("training_state", io.training_state_object())):
             path = work / "raw_durable" / f"{name}{io.model_file_suffix}"
@@ -142,7 +142,7 @@ def make_saves(trainer_ref: list[Any], work: Path) -> dict[str, Callable[[], Non
 
 
 def time_saves(backend: str, features: int, hidden: int, work: Path, rounds: int,
-               gap: int) -> tuple[Any, dict[str, list[float]], dict[str, list[float]]]:
+               gap: int) -> tuple[Any, dict[str, list[float]], dict[str, list[float]], list[float]]:
     """Interleaved rounds of every contender inside one training run; returns the trainer and, per
     contender, the seconds the training thread was blocked and the window's extra seconds."""
     warmup = 2  # batches before the first window (first allocations)
@@ -157,7 +157,7 @@ def time_saves(backend: str, features: int, hidden: int, work: Path, rounds: int
             plan[batch] = name
             batch += gap
     trainer_ref: list[Any] = []
-    schedule = SaveSchedule(plan, make_saves(trainer_ref, work))
+    schedule = SaveSchedule(plan, make_saves(trainer_ref, work), work)
     trainer = build_trainer(backend, features, hidden, batch + 1, [schedule])
     trainer_ref.append(trainer)
     waits: list[tuple[float, float]] = []
@@ -174,18 +174,20 @@ def time_saves(backend: str, features: int, hidden: int, work: Path, rounds: int
     ends = schedule.batch_ends  # ends[i]: the end of batch i + 1 (before any save in it)
     blocked: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     window: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    baseline: list[float] = []
     for r, names in enumerate(order):
         starts = {name: b for b, name in plan.items() if name in names and warmup + r * gap * len(CONTENDERS) <= b
                   < warmup + (r + 1) * gap * len(CONTENDERS)}
         spans = {name: ends[b - 1 + gap] - ends[b - 1] for name, b in starts.items()}
         if r == 0:
             continue
+        baseline.append(spans["none"])
         for name, b in starts.items():
             window_end = ends[b - 1 + gap]
             gate_wait = sum(w for at, w in waits if ends[b - 1] <= at < window_end)
             blocked[name].append(schedule.blocked[b] + gate_wait)
             window[name].append(spans[name] - spans["none"])
-    return trainer, blocked, window
+    return trainer, blocked, window, baseline
 
 
 def time_loads(trainer: Any, work: Path, rounds: int) -> dict[str, list[float]]:
@@ -257,7 +259,7 @@ def main(argv: Any = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="fastcore_bench_ckpt_", dir=args.dir))
     trainer = None
     try:
-        trainer, blocked, window = time_saves(args.backend, args.features, args.hidden, work, args.rounds, args.gap)
+        trainer, blocked, window, baseline = time_saves(args.backend, args.features, args.hidden, work, args.rounds, args.gap)
         model_mb = size_of(work / "raw" / f"model{trainer.driver.io.model_file_suffix}") / 2**20
         checkpoint_mb = folder_bytes(work / "sync") / 2**20
         loads = time_loads(trainer, work, args.rounds)
@@ -276,6 +278,7 @@ def main(argv: Any = None) -> int:
     labels = {"none": "none (window: baseline)", "raw": "raw (framework save)", "raw_durable": "raw + fsync (on disk)",
               "sync": "save_checkpoint (blocking)", "async": "save_checkpoint(blocking=False)"}
     raw_window = statistics.median(window["raw"])
+    print(f"  (a window of {args.gap} batches without a save: {statistics.median(baseline):.3f} s)")
     for name in CONTENDERS:
         values, spans = blocked[name], window[name]
         print(f"  {labels[name]:<28} {statistics.median(values):9.3f} {min(values):6.3f}-{max(values):6.3f} "
