@@ -43,7 +43,7 @@ def hook_writes(trainer, before=None):
 
     def hooked(obj, target):  # a path, or a file object (hashed while written) named by its path
         if before is not None:
-            before(Path(getattr(target, "name", target)))
+            before(Path(target if isinstance(target, (str, os.PathLike)) else target.name))
         write(obj, target)
 
     io.write_object = hooked
