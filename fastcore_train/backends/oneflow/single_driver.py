@@ -33,8 +33,8 @@ class OneflowSingleDriver(Driver):
     ``oneflow_kwargs``: ``set_grad_to_none`` (default False, oneflow's default),
     ``gradscaler_kwargs`` (passed to ``oneflow.amp.GradScaler``), ``autocast_dtype``, ``reseed``.
     Random state: see :mod:`fastcore_train.backends.oneflow.rng` (generators are reseeded after
-    every training backward, so that a resumed run is exact; ``reseed="on_load"`` skips that for a
-    model that draws no random numbers).
+    every training backward for a model that draws random numbers, so that a resumed run is exact:
+    ``reseed="auto"``, the default; ``"every_backward"`` always, ``"on_load"`` never).
     """
 
     backend = "oneflow"
@@ -52,7 +52,7 @@ class OneflowSingleDriver(Driver):
         self._set_grad_to_none = bool(oneflow_kwargs.get("set_grad_to_none", False))
         self.precision: OneflowPrecision = OneflowPrecision(self._device, fp16, oneflow_kwargs.get("gradscaler_kwargs"),
                                                             oneflow_kwargs.get("autocast_dtype", flow.float16))
-        self._reseed_every_backward = check_reseed_mode(oneflow_kwargs.get("reseed", "every_backward"))
+        self._reseed_mode = check_reseed_mode(oneflow_kwargs.get("reseed", "auto"))
         self._reseeder: Optional[Reseeder] = None
 
     def setup(self) -> None:
@@ -64,10 +64,11 @@ class OneflowSingleDriver(Driver):
     def reseeder(self) -> Reseeder:
         """The per-backward reseeder of oneflow's generators (see ``rng.py``), built on first use."""
         if self._reseeder is None:
-            self._reseeder = Reseeder(flow.default_generator.initial_seed(), self._reseed_every_backward)
+            drawing = drawing_modules(self.unwrap_model())
+            every_backward = self._reseed_mode == "every_backward" or (self._reseed_mode == "auto" and bool(drawing))
+            self._reseeder = Reseeder(flow.default_generator.initial_seed(), every_backward)
             self._reseeder.generators = module_generators(self.unwrap_model())
-            drawing = [] if self._reseed_every_backward else drawing_modules(self.unwrap_model())
-            if drawing:
+            if drawing and self._reseed_mode == "on_load":
                 logger.warning("oneflow_kwargs={'reseed': 'on_load'} but modules of the model draw random numbers "
                                "(%s): a resumed run will not repeat their draws; leave 'reseed' at its default "
                                "for an exact resume.", ", ".join(drawing))

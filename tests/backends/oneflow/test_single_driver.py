@@ -103,7 +103,19 @@ def test_a_custom_batch_sampler_is_replayed_and_a_subclass_without_batch_sampler
         replace_batch_sampler(Fixed(ArrayDataset(x, y)), custom)
 
 
-def _stop_and_resume(tmp_path, dropout: float, oneflow_kwargs: dict) -> tuple[dict, dict, int]:
+class FunctionalDropout(flow.nn.Module):
+    """The harness MLP with ``flow.nn.functional.dropout`` in its forward (no module owns a generator)."""
+
+    def __init__(self, inner: flow.nn.Module) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = inner.fc1, inner.fc2
+
+    def train_step(self, x, y):
+        hidden = flow.nn.functional.dropout(flow.relu(self.fc1(x)), p=0.4, training=self.training)
+        return {"loss": flow.nn.functional.cross_entropy(self.fc2(hidden), y)}
+
+
+def _stop_and_resume(tmp_path, dropout: float, oneflow_kwargs: dict, wrap=lambda model: model) -> tuple[dict, dict, int]:
     """Losses and final weights of a straight run and of one stopped at batch 5 and resumed."""
     from fastcore_train import Event, seed_everything
     from tests.conformance.helpers import SaveAndStop, StopRun
@@ -114,7 +126,7 @@ def _stop_and_resume(tmp_path, dropout: float, oneflow_kwargs: dict) -> tuple[di
         seed_everything(3)
         runs = [[SaveAndStop(stop, tmp_path / "ckpt")], []] if stop else [[]]
         for i, callbacks in enumerate(runs):
-            model = HARNESS.make_model(initial_weights(), dropout=dropout)
+            model = wrap(HARNESS.make_model(initial_weights(), dropout=dropout))
             trainer = Trainer(model, HARNESS.make_dataloader(x, y, 8, shuffle=True), HARNESS.make_sgd(model, 0.2),
                               driver="oneflow", n_epochs=2, progress_bar=None, callbacks=callbacks,
                               oneflow_kwargs=oneflow_kwargs)
@@ -141,8 +153,37 @@ def test_reseed_on_load_skips_the_per_step_reseed_and_resumes_a_model_without_ra
     assert driver.reseeder().count == 1 and flow.default_generator.initial_seed() == base
 
 
+def _reseeds_per_step(model, **kwargs) -> bool:
+    """Whether the driver reseeded after the first backward (the seed then differs from the base)."""
+    driver = create_driver("oneflow", model, **kwargs)
+    driver.setup()
+    base = driver.reseeder().base
+    loss = model.train_step(*(flow.from_numpy(a) for a in make_data(8)))["loss"]
+    driver.backward(loss)
+    return flow.default_generator.initial_seed() != base
+
+
+def test_reseed_auto_pays_the_per_step_reseed_only_for_a_model_that_draws(tmp_path):
+    assert not _reseeds_per_step(HARNESS.make_model(initial_weights()))
+    assert _reseeds_per_step(HARNESS.make_model(initial_weights(), dropout=0.3))  # an nn.Dropout
+    assert not _reseeds_per_step(FunctionalDropout(HARNESS.make_model(initial_weights())))  # no module to see
+    assert _reseeds_per_step(FunctionalDropout(HARNESS.make_model(initial_weights())),
+                             oneflow_kwargs={"reseed": "every_backward"})
+
+
+@pytest.mark.parametrize("dropout, wrap, options", [
+    (0.0, lambda model: model, {}), (0.3, lambda model: model, {}),
+    (0.0, FunctionalDropout, {"reseed": "every_backward"})], ids=["no-draws", "nn.Dropout", "functional"])
+def test_reseed_auto_resumes_exactly(tmp_path, dropout, wrap, options):
+    """The default for models without draws and with nn.Dropout; functional draws need every_backward."""
+    (straight_losses, straight), (losses, resumed), _ = _stop_and_resume(tmp_path, dropout, options, wrap)
+    assert losses == straight_losses
+    for name in straight:
+        np.testing.assert_array_equal(resumed[name], straight[name])
+
+
 def test_reseed_option_is_checked_and_on_load_warns_for_a_model_with_dropout(caplog):
-    with pytest.raises(ValueError, match="'every_backward'.*'on_load'"):
+    with pytest.raises(ValueError, match="'auto'.*'every_backward'.*'on_load'"):
         create_driver("oneflow", HARNESS.make_model(initial_weights()), oneflow_kwargs={"reseed": "sometimes"})
     with caplog.at_level(logging.WARNING, logger="fastcore_train"):
         create_driver("oneflow", HARNESS.make_model(initial_weights(), dropout=0.3),
