@@ -152,6 +152,27 @@ def test_run_again_after_a_mid_epoch_stop_continues_that_epoch(harness):
     assert_weights_equal(harness.get_weights(model), harness.get_weights(straight))
 
 
+def test_a_checkpoint_saved_between_load_checkpoint_and_run_resumes_the_same_position(harness, tmp_path):
+    straight_losses: dict[int, float] = {}
+    seed_everything(5)
+    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0)
+
+    losses: dict[int, float] = {}
+    seed_everything(5)
+    trainer, _ = build_run(harness, 0, losses, [StopTrainingAt(11)], n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "first")
+    trainer, _ = build_run(harness, 9, losses, n_epochs=2)
+    trainer.load_checkpoint(tmp_path / "first")
+    trainer.save_checkpoint(tmp_path / "second")  # nothing trained in between: the same position
+
+    trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "second")
+    assert losses == straight_losses
+    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+
+
 @pytest.mark.parametrize("stop_at, new_batch_size", [(3, 5), (2, 13), (5, 1), (7, 8)])
 def test_resume_with_another_batch_size_sees_each_remaining_sample_once(harness, tmp_path, stop_at, new_batch_size):
     x, y = make_data(60, seed=4)
