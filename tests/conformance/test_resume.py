@@ -34,12 +34,24 @@ def build_run(harness, weights_seed: int, losses: dict, callbacks=(), batch_size
     return trainer, model
 
 
+def uninterrupted(harness, seed: int, n_epochs: int = 2) -> tuple[dict, object]:
+    """The per-batch losses and the model of a :func:`build_run` that never stops, seeded with ``seed``."""
+    losses: dict[int, float] = {}
+    seed_everything(seed)
+    trainer, model = build_run(harness, 0, losses, n_epochs=n_epochs)
+    trainer.run(num_eval_sanity_batch=0)
+    return losses, model
+
+
+def assert_same_training(harness, losses: dict, model, expected: tuple[dict, object]) -> None:
+    """Bit-identical losses and final weights to those of ``expected`` (from :func:`uninterrupted`)."""
+    assert losses == expected[0]
+    assert_weights_equal(harness.get_weights(model), harness.get_weights(expected[1]))
+
+
 def test_stop_twice_in_an_epoch_and_resume_is_bit_identical(harness, tmp_path):
     # 60 samples, batch 8: 8 batches per epoch (the last one short); epoch 1 holds batches 9-16.
-    straight_losses: dict[int, float] = {}
-    seed_everything(123)
-    trainer, straight = build_run(harness, 0, straight_losses)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 123, n_epochs=3)
 
     losses: dict[int, float] = {}
     seed_everything(123)
@@ -56,15 +68,11 @@ def test_stop_twice_in_an_epoch_and_resume_is_bit_identical(harness, tmp_path):
     trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "second")
 
     assert trainer.global_forward_batches == 24 and trainer.cur_epoch_idx == 3
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
 
 
 def test_resume_from_a_checkpoint_callback_folder(harness, tmp_path):
-    straight_losses: dict[int, float] = {}
-    seed_everything(7)
-    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 7)
 
     losses: dict[int, float] = {}
     seed_everything(7)
@@ -76,8 +84,7 @@ def test_resume_from_a_checkpoint_callback_folder(harness, tmp_path):
 
     trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
     trainer.run(num_eval_sanity_batch=0, resume_from=saver.run_folder / "epoch_2-batch_10")
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
 
 
 class StopTrainingAt(Callback):
@@ -109,10 +116,7 @@ def count_epoch_ends(trainer, ends: list) -> None:
 @pytest.mark.parametrize("how", ["n_batches", "stop_training", "exception"])
 def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_of_that_epoch(harness, tmp_path, how):
     # 8 batches per epoch: batch 11 is the 3rd of epoch 1, so the stop leaves that epoch open.
-    straight_losses: dict[int, float] = {}
-    seed_everything(5)
-    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 5)
 
     losses: dict[int, float] = {}
     ends: list[int] = []
@@ -132,15 +136,11 @@ def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_of_that
     trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "ckpt")
     assert trainer.global_forward_batches == 16 and trainer.cur_epoch_idx == 2
     assert ends == [8, 16], "an epoch ends once, when its last batch is trained"
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
 
 
 def test_run_again_after_a_mid_epoch_stop_continues_that_epoch(harness):
-    straight_losses: dict[int, float] = {}
-    seed_everything(5)
-    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 5)
 
     losses: dict[int, float] = {}
     seed_everything(5)
@@ -148,15 +148,11 @@ def test_run_again_after_a_mid_epoch_stop_continues_that_epoch(harness):
     for _ in range(3):
         trainer.run(num_eval_sanity_batch=0)
     assert trainer.global_forward_batches == 16 and trainer.cur_epoch_idx == 2
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(model), harness.get_weights(straight))
+    assert_same_training(harness, losses, model, straight)
 
 
 def test_a_checkpoint_saved_between_load_checkpoint_and_run_resumes_the_same_position(harness, tmp_path):
-    straight_losses: dict[int, float] = {}
-    seed_everything(5)
-    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 5)
 
     losses: dict[int, float] = {}
     seed_everything(5)
@@ -169,8 +165,7 @@ def test_a_checkpoint_saved_between_load_checkpoint_and_run_resumes_the_same_pos
 
     trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
     trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "second")
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
 
 
 @pytest.mark.parametrize("stop_at, new_batch_size", [(3, 5), (2, 13), (5, 1), (7, 8)])
