@@ -85,8 +85,8 @@ class TrainLoopMixin:
     def _train_epoch(self) -> bool:
         """One pass over the training dataloader; the per-batch hot path lives here.
 
-        Returns whether the epoch is finished: False when ``n_batches``, ``stop_training()`` or
-        SIGTERM stopped it before its last batch (it then stays open, see :meth:`_keep_epoch_open`).
+        Returns whether the epoch is finished: False when ``n_batches`` or ``stop_training()`` ended
+        it before its last batch (it then stays open, see :meth:`_keep_epoch_open`).
         """
         manager = self.callback_manager
         fetch_begin, fetch_end = manager.on_fetch_data_begin, manager.on_fetch_data_end
@@ -188,7 +188,6 @@ class TrainLoopMixin:
         state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
         self._epoch_iterating = True
         return iterator, per_epoch
-
 
     def _keep_epoch_open(self) -> None:
         """After a run that ended inside an epoch: hold its position as a checkpoint would.
