@@ -22,7 +22,8 @@ class CheckpointCallback(Callback):
 
     - ``epoch_{e}-batch_{b}`` every ``every_n_epochs`` epochs / ``every_n_batches`` batches (``e``
       counts from 1: the epoch batch ``b`` belongs to, mid-epoch as at its end),
-    - ``last`` at the end of every epoch when ``last=True`` (replaced each time),
+    - ``last`` at the end of every epoch when ``last=True`` (replaced each time), and where a run
+      stopped inside an epoch (``n_batches``, ``stop_training()``): that checkpoint resumes its rest,
     - ``epoch_{e}-batch_{b}-{monitor}_{value}`` for the ``topk`` best evaluations (others deleted),
       with the evaluation results beside it in ``evaluate_results.json``,
     - ``exception_{Name}`` when training raises one of ``on_exceptions``.
@@ -101,6 +102,10 @@ class CheckpointCallback(Callback):
         if self.every_n_epochs and trainer.cur_epoch_idx % self.every_n_epochs == 0:
             self._save(trainer, self._position(trainer))
         if self.last:
+            self._save(trainer, "last")
+
+    def on_train_end(self, trainer: Any) -> None:
+        if self.last and trainer.batch_idx_in_epoch:  # the run stopped inside an epoch, which stays open
             self._save(trainer, "last")
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:

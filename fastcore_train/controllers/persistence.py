@@ -107,7 +107,7 @@ class PersistenceMixin:
         # Every rank writes its own random state (not gathered to rank 0: rank 0's files keep their
         # size at any world size); the model and the JSON files are written as write_checkpoint says.
         content = dict(trainer_state=trainer_state, callback_states=callback_states, only_state_dict=only_state_dict,
-                       model_save_fn=model_save_fn, extra_json=extra_json, rank_state=self._get_rng_state(),
+                       model_save_fn=model_save_fn, extra_json=extra_json, rank_state=self._rng_state_to_save(),
                        extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers),
                                    LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
                                    else layout_record(self.driver.unwrap_model())})
@@ -119,6 +119,12 @@ class PersistenceMixin:
             self.driver.comm.barrier()
         else:
             start_async_checkpoint(self._checkpoint_writer(), folder, self.driver, content)
+
+    def _rng_state_to_save(self) -> dict[str, Any]:
+        """This rank's random states where training resumes: those a loaded checkpoint or a run stopped
+        mid-epoch left pending for the next epoch iterator, else the live ones."""
+        pending = self._pending_rng_state
+        return self._get_rng_state() if pending is None else pending
 
     def wait_for_checkpoint(self) -> None:
         """Wait until the checkpoint in flight is published and on disk; raise its error if it
@@ -184,6 +190,7 @@ class PersistenceMixin:
             self.state.load_state_dict(saved["state"])
             self.callback_manager.load_filter_states(saved["event_filters"])
             self._load_sampler_state(saved.get("sampler"))
+            self._batches_before_iter = self.state.batch_idx_in_epoch  # the sampler's count starts after them
             self._pending_rng_state = ckpt.read_rank_random_state(folder, meta, self.driver.comm.rank,
                                                                   self.driver.comm.world_size)
             if self._pending_rng_state is None:  # format 1 and 2: every rank's state in the trainer state

@@ -37,8 +37,10 @@ class TrainLoopMixin:
     _guard: RunGuard
     _batch_cap: Optional[int]
     _batches_before_iter: int
+    _epoch_iterating: bool
     _pending_rng_state: Optional[dict[str, Any]]
     _set_rng_state: Callable[[dict[str, Any]], None]
+    _get_rng_state: Callable[[], dict[str, Any]]
     run_evaluate: Callable[[], dict[str, Any]]
 
     def _reached_n_batches(self) -> bool:
@@ -80,8 +82,12 @@ class TrainLoopMixin:
             "make the batches per epoch a multiple of %d (batch_size, drop_last, num_train_batch_per_epoch).",
             k, per_epoch, per_epoch % k, k, _listed(ours), _listed(theirs), k, k)
 
-    def _train_epoch(self) -> None:
-        """One pass over the training dataloader; the per-batch hot path lives here."""
+    def _train_epoch(self) -> bool:
+        """One pass over the training dataloader; the per-batch hot path lives here.
+
+        Returns whether the epoch is finished: False when ``n_batches`` or ``stop_training()`` ended
+        it before its last batch (it then stays open, see :meth:`_keep_epoch_open`).
+        """
         manager = self.callback_manager
         fetch_begin, fetch_end = manager.on_fetch_data_begin, manager.on_fetch_data_end
         batch_begin, batch_end = manager.on_train_batch_begin, manager.on_train_batch_end
@@ -100,12 +106,14 @@ class TrainLoopMixin:
         collective_stop = guard.distributed  # decided by every rank at each optimizer step
 
         iterator, per_epoch = self._start_epoch_iterator()
+        finished = False
         while True:
             if fetch_begin is not None:
                 fetch_begin(self)
             try:
                 batch = next(iterator)
             except StopIteration:
+                finished = True
                 break
             if fetch_end is not None:
                 fetch_end(self)
@@ -134,8 +142,11 @@ class TrainLoopMixin:
                 self.run_evaluate()
             elif evaluate_when is not None and evaluate_when(self):
                 self.run_evaluate()
-            if state.batch_idx_in_epoch == per_epoch or state.global_forward_batches == n_batches:
+            if state.batch_idx_in_epoch == per_epoch:
+                finished = True
                 break  # the epoch's end decides about stopping (Trainer.run)
+            if state.global_forward_batches == n_batches:
+                break
             if collective_stop:
                 if self._update_now and guard.decide_stop_after_step(self._stop_requested,
                                                                      state.global_forward_batches):
@@ -146,6 +157,8 @@ class TrainLoopMixin:
                 break
         if state.batch_idx_in_epoch == 0:  # the dataloader gave nothing this epoch (sized ones are checked earlier)
             raise ValueError(empty_epoch_message(state.cur_epoch_idx + 1, state.global_forward_batches))
+        self._epoch_iterating = not finished
+        return finished
 
     def _start_epoch_iterator(self) -> tuple[Any, int]:
         """The epoch's batch iterator (resuming where a checkpoint stopped) and its batch count.
@@ -173,7 +186,27 @@ class TrainLoopMixin:
             per_epoch = remaining + self._batches_before_iter
             per_epoch = per_epoch if cap is None else min(per_epoch, cap)
         state.num_batches_per_epoch = None if per_epoch == -1 else per_epoch
+        self._epoch_iterating = True
         return iterator, per_epoch
+
+    def _keep_epoch_open(self) -> None:
+        """After a run that ended inside an epoch: hold its position as a checkpoint would.
+
+        The sampler's next iteration starts after the batches trained, and this rank's random
+        states are put back when that iteration begins (creating a dataloader iterator may draw
+        from the framework's generator), so another ``run()`` continues the epoch where a resume
+        from a checkpoint saved now would. A no-op when no epoch is being iterated.
+        """
+        if not self._epoch_iterating:
+            return
+        self._epoch_iterating = False
+        state = self.state
+        sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)
+        if sampler is not None:
+            consumed = state.batch_idx_in_epoch - self._batches_before_iter
+            sampler.load_state_dict(sampler.state_dict(num_consumed_batches=consumed))
+            self._batches_before_iter = state.batch_idx_in_epoch
+        self._pending_rng_state = self._get_rng_state()
 
 
 def _listed(numbers: list[int]) -> str:

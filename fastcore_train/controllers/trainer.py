@@ -168,6 +168,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         # RNG states loaded from a checkpoint, applied once the resumed epoch's iterator exists
         # (creating a dataloader iterator may itself draw from the framework's generator).
         self._pending_rng_state: Optional[dict[str, Any]] = None
+        # True while an epoch's iterator is in use: a run that ends then leaves the epoch open (_keep_epoch_open).
+        self._epoch_iterating = False
 
         all_callbacks = list(callbacks or ())
         from fastcore_train.callbacks.progress import ProgressCallback, choose_progress_callback
@@ -276,7 +278,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                 self.driver.set_model_mode("train")
                 self._fire("on_train_epoch_begin")
                 self.driver.data.set_epoch(self.dataloader, state.cur_epoch_idx)
-                self._train_epoch()
+                if not self._train_epoch():
+                    break  # stopped inside the epoch: it stays open for a checkpoint or another run()
                 state.cur_epoch_idx += 1
                 state.batch_idx_in_epoch = self._batches_before_iter = 0
                 self._fire("on_train_epoch_end")
@@ -288,11 +291,13 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                 if state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches():
                     self._stop_requested = guard.decide_stop(self._stop_requested, state.global_forward_batches,
                                                              EPOCH_STOP_DECISION)
+            self._keep_epoch_open()
             self._fire("on_train_end")
             self.wait_for_checkpoint()  # an asynchronous checkpoint is published before run() returns
             guard.beat(state.global_forward_batches, TRAIN_END)
             self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
+            self._keep_epoch_open_quietly()
             self._fire("on_exception", interrupt)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(interrupt)
@@ -302,10 +307,19 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                            "SIGTERM" if isinstance(interrupt, TrainingTerminated) else "KeyboardInterrupt",
                            self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
         except BaseException as error:
+            self._keep_epoch_open_quietly()
             self._fire("on_exception", error)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(error)
             raise
+
+    def _keep_epoch_open_quietly(self) -> None:
+        """On an exception: hold the interrupted epoch's position, logging (not raising) a failure
+        so that the run's own exception is the one raised."""
+        try:
+            self._keep_epoch_open()
+        except Exception as error:  # noqa: BLE001 - reported, the original exception follows
+            logger.error("The interrupted epoch's position could not be kept for another run(): %s", error)
 
     def _wait_for_checkpoint_quietly(self) -> None:
         """On an exception: let an asynchronous checkpoint finish, logging (not raising) its error so

@@ -53,6 +53,15 @@ def test_checkpoint_callback_layout_and_topk_retention(harness, tmp_path):
     assert last_state["state"]["cur_epoch_idx"] == 5
 
 
+def test_checkpoint_callback_last_is_where_a_run_stopped_inside_an_epoch(harness, tmp_path):
+    saver = CheckpointCallback(tmp_path, last=True, save_object="checkpoint")
+    trainer, _ = scripted_trainer(harness, [0.1, 0.2], [saver], n_batches=6)  # 4 batches per epoch
+    trainer.run(num_eval_sanity_batch=0)
+    last_state = json.loads((saver.run_folder / "last" / "trainer_state.json").read_text())["state"]
+    assert (last_state["global_forward_batches"], last_state["cur_epoch_idx"], last_state["batch_idx_in_epoch"]) \
+        == (6, 1, 2)
+
+
 def test_checkpoint_callback_saves_models_by_default(harness, tmp_path):
     saver = CheckpointCallback(tmp_path, every_n_batches=3)
     trainer, _ = scripted_trainer(harness, [0.1, 0.2], [saver])

@@ -12,33 +12,46 @@ from pathlib import Path
 
 import pytest
 
-from fastcore_train import CheckpointCallback, Event, LRSchedCallback, Trainer, seed_everything
+from fastcore_train import Callback, CheckpointCallback, Event, LRSchedCallback, Trainer, seed_everything
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import SaveAndStop, StopRun, assert_weights_equal
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def build_run(harness, weights_seed: int, losses: dict, callbacks=(), batch_size: int = 8, n_epochs: int = 3):
+def build_run(harness, weights_seed: int, losses: dict, callbacks=(), batch_size: int = 8, n_epochs: int = 3,
+              n_batches: int = -1):
     """A trainer with shuffling, dropout and a per-batch LR schedule; records each batch's loss."""
     x, y = make_data(60, seed=4)
     model = harness.make_model(initial_weights(weights_seed), dropout=0.3)
     optimizer = harness.make_sgd(model, 0.2, momentum=0.9)
     scheduler = harness.make_lr_scheduler(optimizer)
     trainer = Trainer(model, harness.make_dataloader(x, y, batch_size, shuffle=True), optimizer,
-                      driver=harness.driver_name, n_epochs=n_epochs, progress_bar=None,
+                      driver=harness.driver_name, n_epochs=n_epochs, n_batches=n_batches, progress_bar=None,
                       callbacks=[LRSchedCallback(scheduler, step_on="batch"), *callbacks])
     trainer.add_callback_fn(Event.on_after_backward(), lambda t: losses.__setitem__(
         t.global_forward_batches + 1, t.driver.data.to_numeric(t.last_loss)))
     return trainer, model
 
 
+def uninterrupted(harness, seed: int, n_epochs: int = 2) -> tuple[dict, object]:
+    """The per-batch losses and the model of a :func:`build_run` that never stops, seeded with ``seed``."""
+    losses: dict[int, float] = {}
+    seed_everything(seed)
+    trainer, model = build_run(harness, 0, losses, n_epochs=n_epochs)
+    trainer.run(num_eval_sanity_batch=0)
+    return losses, model
+
+
+def assert_same_training(harness, losses: dict, model, expected: tuple[dict, object]) -> None:
+    """Bit-identical losses and final weights to those of ``expected`` (from :func:`uninterrupted`)."""
+    assert losses == expected[0]
+    assert_weights_equal(harness.get_weights(model), harness.get_weights(expected[1]))
+
+
 def test_stop_twice_in_an_epoch_and_resume_is_bit_identical(harness, tmp_path):
     # 60 samples, batch 8: 8 batches per epoch (the last one short); epoch 1 holds batches 9-16.
-    straight_losses: dict[int, float] = {}
-    seed_everything(123)
-    trainer, straight = build_run(harness, 0, straight_losses)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 123, n_epochs=3)
 
     losses: dict[int, float] = {}
     seed_everything(123)
@@ -55,15 +68,11 @@ def test_stop_twice_in_an_epoch_and_resume_is_bit_identical(harness, tmp_path):
     trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "second")
 
     assert trainer.global_forward_batches == 24 and trainer.cur_epoch_idx == 3
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
 
 
 def test_resume_from_a_checkpoint_callback_folder(harness, tmp_path):
-    straight_losses: dict[int, float] = {}
-    seed_everything(7)
-    trainer, straight = build_run(harness, 0, straight_losses, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
+    straight = uninterrupted(harness, 7)
 
     losses: dict[int, float] = {}
     seed_everything(7)
@@ -75,8 +84,88 @@ def test_resume_from_a_checkpoint_callback_folder(harness, tmp_path):
 
     trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
     trainer.run(num_eval_sanity_batch=0, resume_from=saver.run_folder / "epoch_2-batch_10")
-    assert losses == straight_losses
-    assert_weights_equal(harness.get_weights(resumed), harness.get_weights(straight))
+    assert_same_training(harness, losses, resumed, straight)
+
+
+class StopTrainingAt(Callback):
+    """Call ``trainer.stop_training()`` after each global batch in ``at``: run() returns normally."""
+
+    def __init__(self, *at: int) -> None:
+        self.at = at
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches in self.at:
+            trainer.stop_training()
+
+
+class RaiseAt(Callback):
+    """Raise :class:`StopRun` after global batch ``at``, saving nothing (the user catches it)."""
+
+    def __init__(self, at: int) -> None:
+        self.at = at
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches == self.at:
+            raise StopRun(self.at)
+
+
+def count_epoch_ends(trainer, ends: list) -> None:
+    trainer.add_callback_fn(Event.on_train_epoch_end(), lambda t: ends.append(t.global_forward_batches))
+
+
+@pytest.mark.parametrize("how", ["n_batches", "stop_training", "exception"])
+def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_of_that_epoch(harness, tmp_path, how):
+    # 8 batches per epoch: batch 11 is the 3rd of epoch 1, so the stop leaves that epoch open.
+    straight = uninterrupted(harness, 5)
+
+    losses: dict[int, float] = {}
+    ends: list[int] = []
+    seed_everything(5)
+    stopper = {"n_batches": [], "stop_training": [StopTrainingAt(11)], "exception": [RaiseAt(11)]}[how]
+    trainer, _ = build_run(harness, 0, losses, stopper, n_epochs=2, n_batches=11 if how == "n_batches" else -1)
+    count_epoch_ends(trainer, ends)
+    try:
+        trainer.run(num_eval_sanity_batch=0)
+    except StopRun:  # the user handles the error, then saves
+        assert how == "exception"
+    assert (trainer.global_forward_batches, trainer.cur_epoch_idx, trainer.batch_idx_in_epoch) == (11, 1, 3)
+    trainer.save_checkpoint(tmp_path / "ckpt")  # after run() returned
+
+    trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
+    count_epoch_ends(trainer, ends)
+    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "ckpt")
+    assert trainer.global_forward_batches == 16 and trainer.cur_epoch_idx == 2
+    assert ends == [8, 16], "an epoch ends once, when its last batch is trained"
+    assert_same_training(harness, losses, resumed, straight)
+
+
+def test_run_again_after_a_mid_epoch_stop_continues_that_epoch(harness):
+    straight = uninterrupted(harness, 5)
+
+    losses: dict[int, float] = {}
+    seed_everything(5)
+    trainer, model = build_run(harness, 0, losses, [StopTrainingAt(5, 11)], n_epochs=2)
+    for _ in range(3):
+        trainer.run(num_eval_sanity_batch=0)
+    assert trainer.global_forward_batches == 16 and trainer.cur_epoch_idx == 2
+    assert_same_training(harness, losses, model, straight)
+
+
+def test_a_checkpoint_saved_between_load_checkpoint_and_run_resumes_the_same_position(harness, tmp_path):
+    straight = uninterrupted(harness, 5)
+
+    losses: dict[int, float] = {}
+    seed_everything(5)
+    trainer, _ = build_run(harness, 0, losses, [StopTrainingAt(11)], n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0)
+    trainer.save_checkpoint(tmp_path / "first")
+    trainer, _ = build_run(harness, 9, losses, n_epochs=2)
+    trainer.load_checkpoint(tmp_path / "first")
+    trainer.save_checkpoint(tmp_path / "second")  # nothing trained in between: the same position
+
+    trainer, resumed = build_run(harness, 9, losses, n_epochs=2)
+    trainer.run(num_eval_sanity_batch=0, resume_from=tmp_path / "second")
+    assert_same_training(harness, losses, resumed, straight)
 
 
 @pytest.mark.parametrize("stop_at, new_batch_size", [(3, 5), (2, 13), (5, 1), (7, 8)])

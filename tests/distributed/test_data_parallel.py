@@ -172,6 +172,23 @@ def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: lis
         assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
 
 
+def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_on_every_rank(backend, harness, tmp_path):
+    """4 batches of 16 per epoch: n_batches=6 ends the first run inside epoch 2, which stays open."""
+    first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
+    first.mkdir()
+    second.mkdir()
+    common = {"n_epochs": 2, "shuffle": True}
+    stopped = launched(backend, {**common, "out": str(first), "n_batches": 6, "save_after_run": str(checkpoint)})
+    resumed = launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)})
+    expected = single_process_weights(harness, 16, n_epochs=2, shuffle=True)
+    for before, after in zip(stopped, resumed):
+        assert (before["global_forward_batches"], after["global_forward_batches"]) == (6, 8)
+        assert before["events"].count("on_train_epoch_end") == after["events"].count("on_train_epoch_end") == 1
+        assert_close(after["weights"], expected)
+    seen = Counter(i for rank in stopped + resumed for i in rank["seen"])
+    assert seen == Counter(list(range(SAMPLES)) * 2), "every sample once per epoch, the open one included"
+
+
 def test_an_async_checkpoint_of_two_ranks_equals_a_sync_one_and_resumes(backend, harness, tmp_path):
     """Each rank writes its files in the background; rank 0 publishes once both are done."""
     common = {"shuffle": True, "batch_size": 4, "save_at": 3}

@@ -2,9 +2,9 @@
 
 Usage: python train_job.py CONFIG_JSON, run self-launched (``device`` a list) or under the
 backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, and optionally
-``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``accumulation_steps``, ``grad_clip``,
+``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``n_batches``, ``accumulation_steps``, ``grad_clip``,
 ``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``/``save_async``, ``resume_from``,
-``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
+``save_after_run`` (a checkpoint folder, saved once run() returned), ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -84,7 +84,8 @@ def main(config):
                         metrics={"acc": Accuracy()}, evaluate_input_mapping={"y": "target"})
     train = harness.make_dataloader(x, y, batch_size, shuffle=config.get("shuffle", False), with_index=True)
     trainer = Trainer(model, train, harness.make_sgd(model, 0.1), driver=harness.driver_name,
-                      device=config.get("device"), n_epochs=config.get("n_epochs", 1), progress_bar=None,
+                      device=config.get("device"), n_epochs=config.get("n_epochs", 1),
+                      n_batches=config.get("n_batches", -1), progress_bar=None,
                       callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1), **evaluate)
     seen, events, every = [], [], []
     trainer.add_callback_fn(Event.on_train_batch_begin(), lambda t, batch, i: seen.extend(harness.indices_of(batch)))
@@ -94,6 +95,8 @@ def main(config):
     if config.get("announce") and trainer.driver.comm.rank == 0:
         print("TRAINING", flush=True)
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
+    if config.get("save_after_run"):
+        trainer.save_checkpoint(config["save_after_run"])
 
     driver = trainer.driver
     rank = driver.comm.rank
