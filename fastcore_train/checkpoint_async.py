@@ -19,6 +19,10 @@ checkpoint as it was (the temporary folder of a dead writer is removed by the ne
   thread at once: no rank's checkpoint then depends on another process's background thread, which
   a framework holding the GIL inside a collective (jittor's MPI) could starve. Rank 0's background
   thread never calls a collective, so it cannot interleave with training's.
+- A framework's own asynchronous save (``driver.io.start_async_write``: torch FSDP's sharded state
+  through ``torch.distributed.checkpoint.async_save``) is started on every rank on the training
+  thread; each rank's background thread waits for it before marking its files done, rank 0's
+  before it writes ``meta.json`` and publishes.
 
 Written once for every backend; a backend supplies only its ``snapshot.py`` (host copies).
 """
@@ -33,6 +37,7 @@ from typing import Any, Callable, Optional
 
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.persistence import Pending
 from fastcore_train.log import logger
 from fastcore_train.utils.atomic import begin_atomic, discard, publish
 
@@ -96,6 +101,8 @@ class _Publication:
     world_size: int
     distributed: bool
     timeout: float
+    #: The framework's own write in flight (``Persistence.start_async_write``), or None.
+    pending: Optional[Pending] = None
 
 
 def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: Driver,
@@ -119,13 +126,14 @@ def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: D
         comm.barrier()  # (jittor: runs every rank's pending collective ops here, not in rank 0's snapshot alone)
     try:
         content = ckpt.checkpoint_content(driver, snapshot=True, **content_args)
+        pending = _start_framework_write(driver, Path(staging))
     except BaseException:
         if comm.is_global_zero():
             discard(staging)
         raise
     facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
-                         float(getattr(comm, "timeout", 1800.0)))
-    if comm.is_global_zero():
+                         float(getattr(comm, "timeout", 1800.0)), pending)
+    if comm.is_global_zero() or pending is not None:  # (every rank waits for its framework write in the background)
         writer.start(target, lambda: _write_and_publish(content, facts))
     else:  # its own small files (the random state): written now, so no rank waits on another's thread
         _write_and_publish(content, facts)
@@ -135,6 +143,8 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
     """The background part: write this rank's files; rank 0 publishes once every rank is done."""
     zero = facts.rank == 0
     try:
+        if facts.pending is not None:  # the framework's write into the same folder: over before ours
+            facts.pending.result()
         content.write(facts.staging)
     except BaseException as error:
         if facts.distributed and not zero:
@@ -152,6 +162,12 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
         publish(facts.staging, facts.target, ckpt.check_checkpoint_target)
     finally:
         discard(facts.staging)  # (nothing is left to remove once published)
+
+
+def _start_framework_write(driver: Driver, staging: Path) -> Optional[Pending]:
+    """The hook: ``driver.io.start_async_write`` into the staging folder's model and state paths."""
+    suffix = driver.io.model_file_suffix
+    return driver.io.start_async_write(staging / f"{ckpt.MODEL_STEM}{suffix}", staging / f"{ckpt.TRAINING_STATE_STEM}{suffix}")
 
 
 def _mark(path: Path, text: str) -> None:

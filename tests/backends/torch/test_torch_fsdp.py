@@ -5,6 +5,7 @@ checks run in-process.
 """
 from __future__ import annotations
 
+import json
 import time
 
 import numpy as np
@@ -71,6 +72,40 @@ def test_checkpoints_round_trip(tmp_path, state_dict_type, launcher):
         model = HARNESS.make_model(initial_weights())
         model.load_state_dict(torch.load(tmp_path / "model" / "model.pt", weights_only=True))
         np.testing.assert_allclose(HARNESS.predict(model, PREDICT_X), ranks[0]["saved_predictions"], rtol=1e-6)
+
+
+@pytest.mark.distributed
+@pytest.mark.parametrize("state_dict_type, launcher", [("sharded", "torchrun"), ("full", "self")])
+def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_dict_type, launcher):
+    """Sharded: DCP's async_save on every rank; full: gathered, then written by rank 0 in the background."""
+    config = {**TRAIN, "mode": "async", "save_at": 3, "out": str(tmp_path),
+              "torch_fsdp_kwargs": {"state_dict_type": state_dict_type}}
+    done = run_job(config, launcher=launcher)
+    assert done.returncode == 0, done.stderr[-4000:]
+    expected = single_process_weights(TRAIN)
+    ranks = outputs(tmp_path)
+    for rank in ranks:
+        assert rank["published_at_return"] is False and rank["published_2_batches_on"] is False, \
+            "training went on while the checkpoint was written"
+        assert rank["first_published_when_second_started"] is True, "the second save waited for the first"
+        assert_close(rank["weights"]["first"], expected)
+        for name, value in rank["weights"]["sync"].items():  # the same weights as a blocking save's
+            np.testing.assert_array_equal(rank["weights"]["async"][name], value, err_msg=name)
+        assert not np.array_equal(rank["weights"]["async"]["w1"], expected["w1"])
+        # resumed: weights, momentum and LR schedule came back, or the continuation would differ
+        assert rank["resumed_batches"] == 8
+        assert_close(rank["weights"]["final"], expected)
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["checkpoint", "second", "sync"]
+    for name in ("checkpoint", "second", "sync"):
+        files = sorted(p.relative_to(tmp_path / name).as_posix() for p in (tmp_path / name).rglob("*") if p.is_file())
+        if state_dict_type == "full":
+            assert files == ["callback_states.json", "meta.json", "model.pt", "rank_state_00000.npz",
+                             "rank_state_00001.npz", "trainer_state.json", "training_state.pt"], files
+        else:  # DCP folders: one file per rank and the metadata
+            assert [f for f in files if "/" in f] == [f"{folder}/{part}" for folder in ("model.pt", "training_state.pt")
+                                                      for part in (".metadata", "__0_0.distcp", "__1_0.distcp")]
+        meta = json.loads((tmp_path / name / "meta.json").read_text())
+        assert sorted(meta["checksums"]) == [f for f in files if f != "meta.json"]
 
 
 @pytest.mark.distributed
