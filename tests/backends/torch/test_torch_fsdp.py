@@ -134,3 +134,14 @@ def test_bad_torch_fsdp_kwargs_are_refused(options, error, message):
 def test_one_device_is_refused():
     with pytest.raises(ValueError, match="one device per rank"):
         create_driver("torch_fsdp", HARNESS.make_model(initial_weights()), device="cpu")
+
+
+def test_fairscale_refuses_async_checkpoints():
+    """Only torch FSDP of the sharded drivers writes asynchronously (DCP's async_save); DeepSpeed
+    refuses alike (the same base class; not installed in this env)."""
+    from fastcore_train.backends.torch.fairscale_driver import FairScalePersistence
+
+    io = FairScalePersistence(driver=object())
+    assert io.supports_snapshot is False
+    with pytest.raises(NotImplementedError, match="only driver='torch_fsdp' can.*blocking=True"):
+        io.snapshot()
