@@ -109,6 +109,21 @@ def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_di
 
 
 @pytest.mark.distributed
+def test_a_failed_dcp_async_write_is_raised_on_every_rank_and_publishes_nothing(tmp_path):
+    config = {**TRAIN, "mode": "async_error", "save_at": 3, "out": str(tmp_path),
+              "torch_fsdp_kwargs": {"state_dict_type": "sharded"}}
+    done = run_job(config, launcher="torchrun")
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = outputs(tmp_path)
+    for rank in ranks:
+        assert rank["error"].startswith("AsyncCheckpointError: The asynchronous checkpoint to "), rank["error"]
+        assert "Nothing was published" in rank["error"]
+        # the blocking checkpoint before it is still there, whole (its checksums are checked on load)
+        assert rank["loaded_predictions"] == ranks[0]["saved_predictions"]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["checkpoint"], "no temporary folder is left"
+
+
+@pytest.mark.distributed
 def test_a_failing_rank_ends_the_job_quickly(tmp_path):
     started = time.monotonic()
     done = run_job({**TRAIN, "out": str(tmp_path), "n_epochs": 50, "fail_rank": 1, "fail_at": 3}, "torchrun",

@@ -13,6 +13,9 @@ shuffled samples. ``mode``:
   ``checkpoint``, whose background write is held until training has gone 2 batches on; there a
   second asynchronous save ``second`` starts (it must wait for the first) and training finishes;
   then load both checkpoints' weights (``sync.*``, ``async.*``) and resume from ``checkpoint``.
+- ``"async_error"``: at batch ``save_at`` save ``checkpoint`` blocking, then again asynchronously
+  with a training state DCP cannot write (a lambda), wait for it and record its error; stop; then
+  load ``checkpoint`` (the blocking one, untouched) into a fresh Trainer (``sync.*``).
 
 Each rank writes ``<out>/rank_<r>.npz`` (full weights: ``final.*``, ``ddp.*``) and
 ``<out>/rank_<r>.json`` (predictions, evaluation results, driver facts).
@@ -118,6 +121,30 @@ class AsyncSaves(Callback):
             self.record["first_published_when_second_started"] = (self.folder / "checkpoint" / "meta.json").is_file()
 
 
+class FailingAsyncSave(Callback):
+    """See mode ``"async_error"``."""
+
+    def __init__(self, at, folder, record):
+        self.at, self.folder, self.record = at, Path(folder), record
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches != self.at:
+            return
+        trainer.save_checkpoint(self.folder / "checkpoint")
+        self.record["saved_predictions"] = predictions(trainer)
+        io = trainer.driver.io
+        state = io.training_state_object
+        io.training_state_object = lambda: {**state(), "unpicklable": lambda: None}  # fails in DCP's write
+        trainer.save_checkpoint(self.folder / "checkpoint", blocking=False)
+        io.training_state_object = state
+        try:
+            trainer.wait_for_checkpoint()
+        except Exception as error:
+            self.record["error"] = f"{type(error).__name__}: {error}"
+        trainer.wait_for_checkpoint()  # the error was raised once: nothing is left to raise
+        trainer.stop_training()
+
+
 def build_trainer(config, driver, callbacks=()):
     model = HARNESS.make_model(initial_weights())
     optimizer = HARNESS.make_sgd(model, 0.1, momentum=config.get("momentum", 0.9))
@@ -184,7 +211,16 @@ def async_checkpoint(config, out, record, weights):
     return resumed.driver.comm.rank
 
 
-MODES = {"train": train, "checkpoint": checkpoint, "async": async_checkpoint}
+def async_error(config, out, record, weights):
+    first = build_trainer(config, config["driver"], [FailingAsyncSave(config["save_at"], out, record)])
+    first.run(num_eval_sanity_batch=0)
+    loaded = build_trainer(config, config["driver"])
+    loaded.load_checkpoint(out / "checkpoint")
+    record.update(loaded_predictions=predictions(loaded), driver=type(loaded.driver).__name__)
+    return loaded.driver.comm.rank
+
+
+MODES = {"train": train, "checkpoint": checkpoint, "async": async_checkpoint, "async_error": async_error}
 
 
 def main(config):
