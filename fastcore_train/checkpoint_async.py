@@ -150,6 +150,8 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
         if facts.distributed and not zero:
             _mark(facts.staging / FAILED_MARKER.format(rank=facts.rank), f"{type(error).__name__}: {error}")
         if zero:
+            if facts.distributed:  # the others may still be writing into the folder: let them end first
+                _wait_for_ranks(facts, settle=True)
             discard(facts.staging)
         raise
     if not zero:
@@ -177,14 +179,17 @@ def _mark(path: Path, text: str) -> None:
         logger.warning("Could not write checkpoint marker %r: %s", str(path), error)
 
 
-def _wait_for_ranks(facts: _Publication) -> None:
-    """Wait until every other rank has marked its files done; remove the markers."""
+def _wait_for_ranks(facts: _Publication, settle: bool = False) -> None:
+    """Wait until every other rank has marked its files done; remove the markers. ``settle``:
+    before the folder is removed, wait until each has marked done or failed, and raise nothing."""
     deadline = time.monotonic() + facts.timeout
     pending = set(range(1, facts.world_size))
     while pending:
         for rank in sorted(pending):
             failed = facts.staging / FAILED_MARKER.format(rank=rank)
-            if failed.exists():
+            if failed.exists() and settle:
+                pending.discard(rank)
+            elif failed.exists():
                 raise AsyncCheckpointError(f"rank {rank} could not write its checkpoint files: "
                                            f"{failed.read_text(encoding='utf-8')}")
             done = facts.staging / DONE_MARKER.format(rank=rank)
@@ -193,6 +198,8 @@ def _wait_for_ranks(facts: _Publication) -> None:
                 pending.discard(rank)
         if pending:
             if time.monotonic() > deadline:
+                if settle:
+                    return
                 raise AsyncCheckpointError(
                     f"rank(s) {sorted(pending)} did not finish writing their checkpoint files within "
                     f"{facts.timeout:g} s (collective_timeout); the checkpoint was not published.")

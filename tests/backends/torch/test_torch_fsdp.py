@@ -24,6 +24,21 @@ ACCUMULATE = {"batch_size": 4, "accumulation_steps": 2}
 TRAIN = {"driver": "torch_fsdp", "n_epochs": 2, "batch_size": 8, "momentum": 0.9}
 
 
+def checkpoint_job(tmp_path, mode, state_dict_type, launcher):
+    """Run the job in a checkpoint ``mode`` (saving at batch 3) to its successful end; each rank's outputs."""
+    config = {**TRAIN, "mode": mode, "save_at": 3, "out": str(tmp_path),
+              "torch_fsdp_kwargs": {"state_dict_type": state_dict_type}}
+    done = run_job(config, launcher=launcher)
+    assert done.returncode == 0, done.stderr[-4000:]
+    return outputs(tmp_path)
+
+
+def assert_resumed_exactly(rank, expected):
+    """Resumed to the end: weights, momentum and LR schedule came back, or the continuation would differ."""
+    assert rank["driver"] == "TorchFSDPDriver" and rank["resumed_batches"] == 8
+    assert_close(rank["weights"]["final"], expected)
+
+
 @pytest.mark.distributed
 def test_two_ranks_accumulating_equal_one_process_and_evaluate_alike(tmp_path):
     done = run_job({**TRAIN, "out": str(tmp_path), "evaluate": 37, **ACCUMULATE})
@@ -51,16 +66,10 @@ def test_grad_clipping_on_two_ranks_equals_one_process(tmp_path, clip, accumulat
 @pytest.mark.distributed
 @pytest.mark.parametrize("state_dict_type, launcher", [("full", "self"), ("sharded", "torchrun")])
 def test_checkpoints_round_trip(tmp_path, state_dict_type, launcher):
-    config = {**TRAIN, "mode": "checkpoint", "save_at": 3, "out": str(tmp_path),
-              "torch_fsdp_kwargs": {"state_dict_type": state_dict_type}}
-    done = run_job(config, launcher=launcher)
-    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = checkpoint_job(tmp_path, "checkpoint", state_dict_type, launcher)
     expected = single_process_weights(TRAIN)
-    ranks = outputs(tmp_path)
     for rank in ranks:
-        assert rank["driver"] == "TorchFSDPDriver" and rank["resumed_batches"] == 8
-        # resumed: weights, momentum and LR schedule came back, or the continuation would differ
-        assert_close(rank["weights"]["final"], expected)
+        assert_resumed_exactly(rank, expected)
         assert rank["loaded_predictions"] == ranks[0]["saved_predictions"]
     for saved in (tmp_path / "model" / "model.pt", tmp_path / "checkpoint" / "model.pt",
                   tmp_path / "checkpoint" / "training_state.pt"):
@@ -78,12 +87,8 @@ def test_checkpoints_round_trip(tmp_path, state_dict_type, launcher):
 @pytest.mark.parametrize("state_dict_type, launcher", [("sharded", "torchrun"), ("full", "self")])
 def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_dict_type, launcher):
     """Sharded: DCP's async_save on every rank; full: gathered, then written by rank 0 in the background."""
-    config = {**TRAIN, "mode": "async", "save_at": 3, "out": str(tmp_path),
-              "torch_fsdp_kwargs": {"state_dict_type": state_dict_type}}
-    done = run_job(config, launcher=launcher)
-    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = checkpoint_job(tmp_path, "async", state_dict_type, launcher)
     expected = single_process_weights(TRAIN)
-    ranks = outputs(tmp_path)
     for rank in ranks:
         assert rank["published_at_return"] is False and rank["published_2_batches_on"] is False, \
             "training went on while the checkpoint was written"
@@ -92,9 +97,7 @@ def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_di
         for name, value in rank["weights"]["sync"].items():  # the same weights as a blocking save's
             np.testing.assert_array_equal(rank["weights"]["async"][name], value, err_msg=name)
         assert not np.array_equal(rank["weights"]["async"]["w1"], expected["w1"])
-        # resumed: weights, momentum and LR schedule came back, or the continuation would differ
-        assert rank["resumed_batches"] == 8
-        assert_close(rank["weights"]["final"], expected)
+        assert_resumed_exactly(rank, expected)
     assert sorted(p.name for p in tmp_path.iterdir() if p.is_dir()) == ["checkpoint", "second", "sync"]
     for name in ("checkpoint", "second", "sync"):
         files = sorted(p.relative_to(tmp_path / name).as_posix() for p in (tmp_path / name).rglob("*") if p.is_file())
@@ -110,11 +113,7 @@ def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_di
 
 @pytest.mark.distributed
 def test_a_failed_dcp_async_write_is_raised_on_every_rank_and_publishes_nothing(tmp_path):
-    config = {**TRAIN, "mode": "async_error", "save_at": 3, "out": str(tmp_path),
-              "torch_fsdp_kwargs": {"state_dict_type": "sharded"}}
-    done = run_job(config, launcher="torchrun")
-    assert done.returncode == 0, done.stderr[-4000:]
-    ranks = outputs(tmp_path)
+    ranks = checkpoint_job(tmp_path, "async_error", "sharded", "torchrun")
     for rank in ranks:
         assert rank["error"].startswith("AsyncCheckpointError: The asynchronous checkpoint to "), rank["error"]
         assert "Nothing was published" in rank["error"]

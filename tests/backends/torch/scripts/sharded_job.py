@@ -65,11 +65,15 @@ def predictions(trainer) -> list:
     return values
 
 
-class SaveAndStop(Callback):
-    """At batch ``at``: write a checkpoint and the model, note the predictions, stop."""
+class AtBatch(Callback):
+    """Acts at batch ``at``, on files in ``folder``; writes what it saw into ``record``."""
 
     def __init__(self, at, folder, record):
         self.at, self.folder, self.record = at, Path(folder), record
+
+
+class SaveAndStop(AtBatch):
+    """At batch ``at``: write a checkpoint and the model, note the predictions, stop."""
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
@@ -102,11 +106,8 @@ class Gate:
         assert self.released.wait(120), "the gate was never opened"
 
 
-class AsyncSaves(Callback):
+class AsyncSaves(AtBatch):
     """See mode ``"async"``: the checks on the files are recorded, the tests assert them."""
-
-    def __init__(self, at, folder, record):
-        self.at, self.folder, self.record = at, Path(folder), record
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
@@ -121,11 +122,8 @@ class AsyncSaves(Callback):
             self.record["first_published_when_second_started"] = (self.folder / "checkpoint" / "meta.json").is_file()
 
 
-class FailingAsyncSave(Callback):
+class FailingAsyncSave(AtBatch):
     """See mode ``"async_error"``."""
-
-    def __init__(self, at, folder, record):
-        self.at, self.folder, self.record = at, Path(folder), record
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches != self.at:
