@@ -169,7 +169,8 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
 def _start_framework_write(driver: Driver, staging: Path) -> Optional[Pending]:
     """The hook: ``driver.io.start_async_write`` into the staging folder's model and state paths."""
     suffix = driver.io.model_file_suffix
-    return driver.io.start_async_write(staging / f"{ckpt.MODEL_STEM}{suffix}", staging / f"{ckpt.TRAINING_STATE_STEM}{suffix}")
+    return driver.io.start_async_write(staging / f"{ckpt.MODEL_STEM}{suffix}",
+                                       staging / f"{ckpt.TRAINING_STATE_STEM}{suffix}")
 
 
 def _mark(path: Path, text: str) -> None:
