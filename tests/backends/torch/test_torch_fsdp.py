@@ -109,6 +109,12 @@ def test_async_checkpoints_load_and_resume_like_blocking_ones(tmp_path, state_di
                                                       for part in (".metadata", "__0_0.distcp", "__1_0.distcp")]
         meta = json.loads((tmp_path / name / "meta.json").read_text())
         assert sorted(meta["checksums"]) == [f for f in files if f != "meta.json"]
+    # Byte for byte as the blocking save at the same point; DCP's .metadata names the (temporary) folder.
+    differ = [] if state_dict_type == "full" else ["meta.json", "model.pt/.metadata", "training_state.pt/.metadata"]
+    for path in (tmp_path / "sync").rglob("*"):
+        name = path.relative_to(tmp_path / "sync").as_posix()
+        if path.is_file() and name not in differ:
+            assert path.read_bytes() == (tmp_path / "checkpoint" / name).read_bytes(), name
 
 
 @pytest.mark.distributed
