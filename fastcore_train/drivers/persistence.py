@@ -129,9 +129,10 @@ class Persistence(ABC):
         if not self.supports_snapshot:
             raise NotImplementedError(
                 f"Asynchronous checkpoints are not available for {type(self.driver).__name__}: "
-                + ("its saving is collective (sharded state), " if self.collective_save else "")
-                + "so it cannot snapshot its state to host memory (of the sharded drivers only "
-                "driver='torch_fsdp' can). Save with blocking=True (CheckpointCallback(async_save=False)).")
+                + ("its saving is collective (sharded state; of the sharded drivers only driver='torch_fsdp' "
+                   "saves asynchronously), " if self.collective_save else "")
+                + "so it cannot snapshot its state to host memory. Save with blocking=True "
+                "(CheckpointCallback(async_save=False)).")
         model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
         return model_copy, state_copy
 
