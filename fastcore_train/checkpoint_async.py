@@ -29,6 +29,10 @@ The same writer flushes a *blocking* save to disk after it is published
   thread at once: no rank's checkpoint then depends on another process's background thread, which
   a framework holding the GIL inside a collective (jittor's MPI) could starve. Rank 0's background
   thread never calls a collective, so it cannot interleave with training's.
+- A framework's own asynchronous save (``driver.io.start_async_write``: torch FSDP's sharded state
+  through ``torch.distributed.checkpoint.async_save``) is started on every rank on the training
+  thread; each rank's background thread waits for it before marking its files done, rank 0's
+  before it writes ``meta.json`` and publishes.
 
 Written once for every backend; a backend supplies only its ``snapshot.py`` (host copies).
 """
@@ -43,8 +47,8 @@ from typing import Any, Callable, Optional
 
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.persistence import HostSnapshot, Pending
 from fastcore_train.log import logger
-from fastcore_train.drivers.persistence import HostSnapshot
 from fastcore_train.utils.atomic import begin_atomic, discard, flush_to_disk, make_durable, publish
 
 DONE_MARKER = ".done-rank-{rank:05d}"
@@ -155,6 +159,8 @@ class _Publication:
     world_size: int
     distributed: bool
     timeout: float
+    #: The framework's own write in flight (``Persistence.start_async_write``), or None.
+    pending: Optional[Pending] = None
 
 
 def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: Driver,
@@ -178,13 +184,14 @@ def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: D
         comm.barrier()  # (jittor: runs every rank's pending collective ops here, not in rank 0's snapshot alone)
     try:
         content = ckpt.checkpoint_content(driver, snapshot=True, **content_args)
+        pending = _start_framework_write(driver, Path(staging))
     except BaseException:
         if comm.is_global_zero():
             discard(staging)
         raise
     facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
-                         float(getattr(comm, "timeout", 1800.0)))
-    if comm.is_global_zero():
+                         float(getattr(comm, "timeout", 1800.0)), pending)
+    if comm.is_global_zero() or pending is not None:  # (every rank waits for its framework write in the background)
         writer.start(target, lambda: _write_and_publish(content, facts), content.snapshot)
     else:  # its own small files (the random state): written now, so no rank waits on another's thread
         _write_and_publish(content, facts)
@@ -194,11 +201,15 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
     """The background part: write this rank's files; rank 0 publishes once every rank is done."""
     zero = facts.rank == 0
     try:
+        if facts.pending is not None:  # the framework's write into the same folder: over before ours
+            facts.pending.result()
         content.write(facts.staging)
     except BaseException as error:
         if facts.distributed and not zero:
             _mark(facts.staging / FAILED_MARKER.format(rank=facts.rank), f"{type(error).__name__}: {error}")
         if zero:
+            if facts.distributed:  # the others may still be writing into the folder: let them end first
+                _wait_for_ranks(facts, settle=True)
             discard(facts.staging)
         raise
     if not zero:
@@ -216,6 +227,13 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
         discard(facts.staging)  # (nothing is left to remove once published)
 
 
+def _start_framework_write(driver: Driver, staging: Path) -> Optional[Pending]:
+    """The hook: ``driver.io.start_async_write`` into the staging folder's model and state paths."""
+    suffix = driver.io.model_file_suffix
+    return driver.io.start_async_write(staging / f"{ckpt.MODEL_STEM}{suffix}",
+                                       staging / f"{ckpt.TRAINING_STATE_STEM}{suffix}")
+
+
 def _mark(path: Path, text: str) -> None:
     try:
         ckpt.write_text(path, text)
@@ -223,14 +241,17 @@ def _mark(path: Path, text: str) -> None:
         logger.warning("Could not write checkpoint marker %r: %s", str(path), error)
 
 
-def _wait_for_ranks(facts: _Publication) -> None:
-    """Wait until every other rank has marked its files done; remove the markers."""
+def _wait_for_ranks(facts: _Publication, settle: bool = False) -> None:
+    """Wait until every other rank has marked its files done; remove the markers. ``settle``:
+    before the folder is removed, wait until each has marked done or failed, and raise nothing."""
     deadline = time.monotonic() + facts.timeout
     pending = set(range(1, facts.world_size))
     while pending:
         for rank in sorted(pending):
             failed = facts.staging / FAILED_MARKER.format(rank=rank)
-            if failed.exists():
+            if failed.exists() and settle:
+                pending.discard(rank)
+            elif failed.exists():
                 raise AsyncCheckpointError(f"rank {rank} could not write its checkpoint files: "
                                            f"{failed.read_text(encoding='utf-8')}")
             done = facts.staging / DONE_MARKER.format(rank=rank)
@@ -239,6 +260,8 @@ def _wait_for_ranks(facts: _Publication) -> None:
                 pending.discard(rank)
         if pending:
             if time.monotonic() > deadline:
+                if settle:
+                    return
                 raise AsyncCheckpointError(
                     f"rank(s) {sorted(pending)} did not finish writing their checkpoint files within "
                     f"{facts.timeout:g} s (collective_timeout); the checkpoint was not published.")

@@ -84,10 +84,10 @@ class CheckpointCallback(Callback):
     def on_after_trainer_initialized(self, trainer: Any, driver: Any) -> None:
         if self.tracker is not None:
             self.tracker.bind(trainer, "CheckpointCallback(topk=...)")
-        if self.async_save and (driver.io.collective_save or not driver.io.supports_snapshot):
+        if self.async_save and not driver.io.supports_snapshot:
             raise ValueError(f"CheckpointCallback(async_save=True): {type(driver).__name__} cannot snapshot its state "
-                             "to host memory (its saving is collective or its backend has no snapshot.py); "
-                             "pass async_save=False.")
+                             "to host memory (its saving is collective, as for fairscale and deepspeed, or its "
+                             "backend has no snapshot.py); pass async_save=False.")
         blocker = blocking_file(self.folder)
         if blocker is not None:  # found now, not at the first save many batches in
             raise ValueError(f"CheckpointCallback cannot write to {str(self.folder)!r}: {str(blocker)!r} "

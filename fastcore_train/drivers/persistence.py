@@ -12,19 +12,47 @@ backend: :meth:`Persistence.model_state` and :meth:`Persistence.training_state_o
 two files hold), :meth:`Persistence.write_object` (the framework's save of such an object), and
 ``host_copy`` from its ``backends/<name>/snapshot.py`` (those objects with every tensor copied to
 host memory). The synchronous save writes the same objects with the same call, so an async save's
-files equal a sync save's byte for byte.
+files equal a sync save's byte for byte. A framework with an asynchronous save of its own
+(``torch.distributed.checkpoint.async_save`` for torch FSDP's sharded state) starts it in
+:meth:`Persistence.start_async_write` instead; the shared mechanism waits for the
+:class:`PendingWrites` it returns before it publishes the checkpoint.
 """
 from __future__ import annotations
 
 import threading
 from abc import ABC, abstractmethod
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
 if TYPE_CHECKING:
     from fastcore_train.drivers.driver import Driver
+
+
+class Pending(Protocol):
+    """A write in flight (e.g. a ``concurrent.futures.Future``)."""
+
+    def result(self) -> Any:
+        """Wait for the write; raise its error."""
+
+
+class PendingWrites:
+    """The writes :meth:`Persistence.start_async_write` started: :meth:`result` waits for all."""
+
+    def __init__(self, writes: Sequence[Pending]) -> None:
+        self.writes = list(writes)
+
+    def result(self) -> None:
+        """Wait for every write (all of them, even after one failed), then raise the first error."""
+        errors = []
+        for write in self.writes:
+            try:
+                write.result()
+            except BaseException as error:  # the others still run into the same folder: wait for them
+                errors.append(error)
+        if errors:
+            raise errors[0]
 
 
 class Persistence(ABC):
@@ -75,9 +103,21 @@ class Persistence(ABC):
     # ------------------------------------------------------------------ snapshots (async checkpoints)
     @property
     def supports_snapshot(self) -> bool:
-        """Whether :meth:`snapshot` works for this driver: not for collective (sharded) saving, nor
-        for a backend without :meth:`host_copy`."""
+        """Whether asynchronous checkpoints work for this driver: not for collective (sharded) saving
+        unless the driver says so (torch FSDP), nor for a backend without :meth:`host_copy`."""
         return not self.collective_save and type(self).host_copy is not Persistence.host_copy
+
+    def start_async_write(self, model_path: Path, state_path: Path) -> Optional[PendingWrites]:
+        """Start the framework's own asynchronous save of the model and training state to these
+        paths of the staging folder, and return it; None (the default): :meth:`snapshot` copies are
+        written by the shared background thread instead.
+
+        Called on every rank, on the training thread, after :meth:`begin_snapshot` (whose copies
+        must then be taken at once: the writer waits for this write before it writes them). What it
+        starts must hold the state of this moment and call no collective on the training's process
+        group.
+        """
+        return None
 
     def model_state(self) -> Any:
         """What ``save_model(path, only_state_dict=True)`` writes (the live state dict)."""
@@ -128,7 +168,8 @@ class Persistence(ABC):
         if not self.supports_snapshot:
             raise NotImplementedError(
                 f"Asynchronous checkpoints are not available for {type(self.driver).__name__}: "
-                + ("its saving is collective (sharded state), " if self.collective_save else "")
+                + ("its saving is collective (sharded state; of the sharded drivers only driver='torch_fsdp' "
+                   "saves asynchronously), " if self.collective_save else "")
                 + "so it cannot snapshot its state to host memory. Save with blocking=True "
                 "(CheckpointCallback(async_save=False)).")
 

@@ -2,7 +2,8 @@
 
 Each storage is copied to CPU memory once and every tensor is rebuilt as the same view of its
 copy (offset, size, stride), so views and tied weights stay shared and ``torch.save`` of the
-snapshot writes what it writes for the live CPU state, byte for byte. (The live state of a GPU
+snapshot writes what it writes for the live CPU state, byte for byte (a tensor's python
+attributes, which ``torch.save`` records, are kept too). (The live state of a GPU
 model is saved with its device recorded; its snapshot says ``cpu``. Loading maps either to the
 driver's device.)
 
@@ -35,8 +36,8 @@ def host_copy(data: Any, cache: Optional[dict[_Key, Any]] = None) -> Any:
     storages: dict[_Key, Any] = {}
     reusable = cache if cache is not None else {}
 
-    def copy(tensor: torch.Tensor) -> torch.Tensor:
-        tensor = tensor.detach()
+    def copy(live: torch.Tensor) -> torch.Tensor:
+        tensor = live.detach()
         storage = tensor.untyped_storage()
         key = (storage.data_ptr(), storage.nbytes(), str(tensor.device))
         host = storages.get(key)
@@ -47,7 +48,10 @@ def host_copy(data: Any, cache: Optional[dict[_Key, Any]] = None) -> Any:
                 host = torch.empty(storage.nbytes(), dtype=torch.uint8, pin_memory=pinned).untyped_storage()
             _bytes(host, torch.device("cpu")).copy_(_bytes(storage, tensor.device))
             storages[key] = host
-        return torch.empty(0, dtype=tensor.dtype).set_(host, tensor.storage_offset(), tensor.size(), tensor.stride())
+        view = torch.empty(0, dtype=tensor.dtype).set_(host, tensor.storage_offset(), tensor.size(), tensor.stride())
+        if live.__dict__:  # python attributes torch.save records (FSDP's gathered state: _has_been_cloned)
+            view.__dict__.update(live.__dict__)
+        return view
 
     result = copy_tensors(data, torch.Tensor, copy)
     if cache is not None:  # keep only this snapshot's buffers: what the next one will reuse

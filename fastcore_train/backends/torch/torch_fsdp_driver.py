@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
+from datetime import timedelta
 from pathlib import Path
 from typing import Any, ContextManager, Iterator, Optional
 
@@ -42,8 +43,10 @@ from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.persistence import TorchPersistence, check_dcp_metadata, load_file
-from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.drivers.persistence import HostSnapshot, PendingWrites
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
+from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.watchdog import framework_timeout
 
 STATE_DICT_TYPES = ("full", "sharded")
 _DISPATCH_PREFIX = "model."  # the user's module inside the driver's method-dispatching wrapper
@@ -139,7 +142,13 @@ class TorchFSDPDriver(TorchDDPDriver):
 
 
 class TorchFSDPPersistence(TorchPersistence):
-    """Collective saving through ``torch.distributed.checkpoint``: full or sharded state dicts."""
+    """Collective saving through ``torch.distributed.checkpoint``: full or sharded state dicts.
+
+    Asynchronous checkpoints: a full state dict is gathered at the save point (collective, on the
+    training thread), copied to host memory on rank 0 and written there by the shared background
+    thread (:mod:`fastcore_train.checkpoint_async`); a sharded one goes through
+    ``torch.distributed.checkpoint.async_save`` on every rank (:meth:`start_async_write`).
+    """
 
     collective_save = True
 
@@ -147,17 +156,85 @@ class TorchFSDPPersistence(TorchPersistence):
         # Offloading gathers to rank 0 only; on CPU torch's offload path crashes, and is moot anyway.
         return StateDictOptions(full_state_dict=full, cpu_offload=full and self.driver.device.type == "cuda")
 
+    @property
+    def _full(self) -> bool:
+        return self.driver.state_dict_type == "full"
+
+    def model_state(self) -> dict[str, Any]:
+        """The model's state dict with the user model's keys, full or sharded (collective)."""
+        return {_strip(key): value for key, value in
+                get_model_state_dict(self.driver.model, options=self._options(self._full)).items()}
+
+    def training_state_object(self) -> dict[str, Any]:
+        """Optimizer (and grad scaler) state: :meth:`training_state` when full, else keyed for DCP (collective)."""
+        optimizers = [get_optimizer_state_dict(self.driver.model, optimizer, options=self._options(self._full))
+                      for optimizer in self.driver.optimizers]
+        if self._full:
+            return self.training_state(optimizers)
+        state: dict[str, Any] = {f"optimizer_{i}": osd for i, osd in enumerate(optimizers)}
+        scaler = self.driver.precision.state_dict()
+        if scaler is not None:
+            state[GRAD_SCALER_KEY] = scaler
+        return state
+
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """The full state dict (rank 0 writes ``path``) or a sharded one (folder ``path``, every rank)."""
         if not only_state_dict:
             raise ValueError("driver='torch_fsdp' saves state dicts only; pass only_state_dict=True.")
-        full = self.driver.state_dict_type == "full"
-        state = {_strip(key): value for key, value in
-                 get_model_state_dict(self.driver.model, options=self._options(full)).items()}
-        if not full:
+        state = self.model_state()
+        if not self._full:
             dcp.save(state, checkpoint_id=path)
         elif self.driver.comm.rank == 0:
             torch.save(state, path, **kwargs)
+
+    def save_training_state(self, path: Path) -> None:
+        """Optimizer (and grad scaler) state, full on rank 0 or sharded into folder ``path``."""
+        state = self.training_state_object()
+        if not self._full:
+            dcp.save(state, checkpoint_id=path)
+        elif self.driver.comm.rank == 0:
+            torch.save(state, path)
+
+    # ------------------------------------------------------------------ asynchronous checkpoints
+    @property
+    def supports_snapshot(self) -> bool:
+        return True
+
+    def begin_snapshot(self) -> HostSnapshot:
+        """Full: gathered on every rank now (collective, on the training thread), then host copies
+        as for any torch driver (:meth:`Persistence.begin_snapshot`), on rank 0 only (the others
+        write nothing). Sharded: nothing here, :meth:`start_async_write` writes it."""
+        if not self._full:
+            return HostSnapshot(lambda: (None, None))
+        snapshot = super().begin_snapshot()
+        return snapshot if self.driver.comm.rank == 0 else HostSnapshot(lambda: (None, None))
+
+    def write_object(self, obj: Any, path: Path) -> None:
+        if obj is not None:  # (None: another rank's part, or DCP's)
+            torch.save(obj, path)
+
+    def start_async_write(self, model_path: Path, state_path: Path) -> Optional[PendingWrites]:
+        """Sharded: ``dcp.async_save`` of the model and of the training state into their folders.
+
+        Each copies this rank's shards to host memory now and writes them in a thread of its own,
+        whose collectives run on a gloo process group of its own (:meth:`_checkpoint_groups`), never
+        on the training's group."""
+        if self._full:
+            return None
+        groups = self._checkpoint_groups()
+        return PendingWrites([dcp.async_save(state, checkpoint_id=path, process_group=group)
+                              for state, path, group in ((self.model_state(), model_path, groups[0]),
+                                                         (self.training_state_object(), state_path, groups[1]))])
+
+    def _checkpoint_groups(self) -> tuple[Any, Any]:
+        """Two gloo process groups for DCP's background writes, made at the first asynchronous save
+        (``new_group`` is collective: every rank is at that save, on its training thread). One per
+        write: each write's thread runs its own collectives, which must not interleave."""
+        if getattr(self, "_groups", None) is None:
+            timeout = timedelta(seconds=framework_timeout(self.driver.comm.timeout))
+            self._groups = (dist.new_group(backend="gloo", timeout=timeout),
+                            dist.new_group(backend="gloo", timeout=timeout))
+        return self._groups
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Every rank loads; a folder is a sharded checkpoint, a file a full state dict."""
@@ -173,20 +250,6 @@ class TorchFSDPPersistence(TorchPersistence):
         if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
             state = state.state_dict()
         set_model_state_dict(self.driver.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
-
-    def save_training_state(self, path: Path) -> None:
-        """Optimizer (and grad scaler) state, full on rank 0 or sharded into folder ``path``."""
-        full = self.driver.state_dict_type == "full"
-        optimizers = [get_optimizer_state_dict(self.driver.model, optimizer, options=self._options(full))
-                      for optimizer in self.driver.optimizers]
-        if not full:
-            state: dict[str, Any] = {f"optimizer_{i}": osd for i, osd in enumerate(optimizers)}
-            scaler = self.driver.precision.state_dict()
-            if scaler is not None:
-                state[GRAD_SCALER_KEY] = scaler
-            dcp.save(state, checkpoint_id=path)
-        elif self.driver.comm.rank == 0:
-            torch.save(self.training_state(optimizers), path)
 
     def load_training_state(self, path: Path) -> None:
         path = Path(path)

@@ -9,6 +9,13 @@ shuffled samples. ``mode``:
 - ``"checkpoint"``: train until batch ``save_at``, save a checkpoint and the model there, and stop;
   then resume from the checkpoint in a fresh Trainer (fresh model and optimizer) and finish; then
   load the saved model into a third fresh Trainer.
+- ``"async"``: at batch ``save_at`` save a blocking checkpoint ``sync`` and an asynchronous one
+  ``checkpoint``, whose background write is held until training has gone 2 batches on; there a
+  second asynchronous save ``second`` starts (it must wait for the first) and training finishes;
+  then load both checkpoints' weights (``sync.*``, ``async.*``) and resume from ``checkpoint``.
+- ``"async_error"``: at batch ``save_at`` save ``checkpoint`` blocking, then again asynchronously
+  with a training state DCP cannot write (a lambda), wait for it and record its error; stop; then
+  load ``checkpoint`` (the blocking one, untouched) into a fresh Trainer (``sync.*``).
 
 Each rank writes ``<out>/rank_<r>.npz`` (full weights: ``final.*``, ``ddp.*``) and
 ``<out>/rank_<r>.json`` (predictions, evaluation results, driver facts).
@@ -18,6 +25,7 @@ The bottom of this file holds what the tests use to run it and read its outputs.
 import contextlib
 import json
 import sys
+import threading
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[4]
@@ -27,6 +35,7 @@ if str(ROOT) not in sys.path:
 import numpy as np  # noqa: E402
 
 from fastcore_train import Accuracy, Callback, GradClipCallback, LRSchedCallback, Trainer  # noqa: E402
+from fastcore_train.drivers.persistence import PendingWrites  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.conformance.harnesses.torch import Harness  # noqa: E402
 from tests.distributed.jobs.job_callbacks import Fail  # noqa: E402
@@ -56,11 +65,15 @@ def predictions(trainer) -> list:
     return values
 
 
-class SaveAndStop(Callback):
-    """At batch ``at``: write a checkpoint and the model, note the predictions, stop."""
+class AtBatch(Callback):
+    """Acts at batch ``at``, on files in ``folder``; writes what it saw into ``record``."""
 
     def __init__(self, at, folder, record):
         self.at, self.folder, self.record = at, Path(folder), record
+
+
+class SaveAndStop(AtBatch):
+    """At batch ``at``: write a checkpoint and the model, note the predictions, stop."""
 
     def on_train_batch_end(self, trainer):
         if trainer.global_forward_batches == self.at:
@@ -68,6 +81,66 @@ class SaveAndStop(Callback):
             trainer.save_model(self.folder / "model")
             self.record["saved_predictions"] = predictions(trainer)
             trainer.stop_training()
+
+
+class Gate:
+    """Holds this rank's background checkpoint writes until ``released`` (around ``driver.io``:
+    the framework's own write, or a snapshot file rank 0 writes); the real files are still written."""
+
+    def __init__(self, io):
+        self.released = threading.Event()
+        start, write = io.start_async_write, io.write_object
+
+        def gated_start(model_path, state_path):
+            pending = start(model_path, state_path)
+            return None if pending is None else PendingWrites([self] + pending.writes)
+
+        def gated_write(obj, path):
+            if obj is not None:  # (None: nothing to write, on the training thread)
+                self.result()
+            write(obj, path)
+
+        io.start_async_write, io.write_object = gated_start, gated_write
+
+    def result(self):
+        assert self.released.wait(120), "the gate was never opened"
+
+
+class AsyncSaves(AtBatch):
+    """See mode ``"async"``: the checks on the files are recorded, the tests assert them."""
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches == self.at:
+            trainer.save_checkpoint(self.folder / "sync")
+            self.gate = Gate(trainer.driver.io)
+            trainer.save_checkpoint(self.folder / "checkpoint", blocking=False)
+            self.record["published_at_return"] = (self.folder / "checkpoint").exists()
+        elif trainer.global_forward_batches == self.at + 2:
+            self.record["published_2_batches_on"] = (self.folder / "checkpoint").exists()
+            threading.Timer(0.5, self.gate.released.set).start()  # (the save below must wait for it)
+            trainer.save_checkpoint(self.folder / "second", blocking=False)
+            self.record["first_published_when_second_started"] = (self.folder / "checkpoint" / "meta.json").is_file()
+
+
+class FailingAsyncSave(AtBatch):
+    """See mode ``"async_error"``."""
+
+    def on_train_batch_end(self, trainer):
+        if trainer.global_forward_batches != self.at:
+            return
+        trainer.save_checkpoint(self.folder / "checkpoint")
+        self.record["saved_predictions"] = predictions(trainer)
+        io = trainer.driver.io
+        state = io.training_state_object
+        io.training_state_object = lambda: {**state(), "unpicklable": lambda: None}  # fails in DCP's write
+        trainer.save_checkpoint(self.folder / "checkpoint", blocking=False)
+        io.training_state_object = state
+        try:
+            trainer.wait_for_checkpoint()
+        except Exception as error:
+            self.record["error"] = f"{type(error).__name__}: {error}"
+        trainer.wait_for_checkpoint()  # the error was raised once: nothing is left to raise
+        trainer.stop_training()
 
 
 def build_trainer(config, driver, callbacks=()):
@@ -121,10 +194,37 @@ def checkpoint(config, out, record, weights):
     return loaded.driver.comm.rank
 
 
+def async_checkpoint(config, out, record, weights):
+    first = build_trainer(config, config["driver"], [AsyncSaves(config["save_at"], out, record)])
+    first.run(num_eval_sanity_batch=0)
+    for name, folder in (("sync", "sync"), ("async", "checkpoint")):
+        loaded = build_trainer(config, config["driver"])
+        loaded.load_checkpoint(out / folder, resume_training=False)
+        weights.update({f"{name}.{k}": v for k, v in full_weights(loaded).items()})
+    resumed = build_trainer(config, config["driver"])
+    resumed.run(num_eval_sanity_batch=0, resume_from=out / "checkpoint")
+    weights.update({f"final.{k}": v for k, v in full_weights(resumed).items()})
+    weights.update({f"first.{k}": v for k, v in full_weights(first).items()})
+    record.update(driver=type(resumed.driver).__name__, resumed_batches=resumed.global_forward_batches)
+    return resumed.driver.comm.rank
+
+
+def async_error(config, out, record, weights):
+    first = build_trainer(config, config["driver"], [FailingAsyncSave(config["save_at"], out, record)])
+    first.run(num_eval_sanity_batch=0)
+    loaded = build_trainer(config, config["driver"])
+    loaded.load_checkpoint(out / "checkpoint")
+    record.update(loaded_predictions=predictions(loaded), driver=type(loaded.driver).__name__)
+    return loaded.driver.comm.rank
+
+
+MODES = {"train": train, "checkpoint": checkpoint, "async": async_checkpoint, "async_error": async_error}
+
+
 def main(config):
     out = Path(config["out"])
     record, weights = {}, {}
-    rank = (train if config.get("mode", "train") == "train" else checkpoint)(config, out, record, weights)
+    rank = MODES[config.get("mode", "train")](config, out, record, weights)
     np.savez(out / f"rank_{rank}.npz", **weights)
     (out / f"rank_{rank}.json").write_text(json.dumps(record))
 
@@ -149,7 +249,7 @@ def outputs(folder, world_size=2):
         record = json.loads((Path(folder) / f"rank_{rank}.json").read_text())
         arrays = dict(np.load(Path(folder) / f"rank_{rank}.npz"))
         record["weights"] = {prefix: {k.split(".", 1)[1]: v for k, v in arrays.items() if k.startswith(prefix + ".")}
-                             for prefix in ("final", "ddp")}
+                             for prefix in ("final", "ddp", "first", "sync", "async")}
         ranks.append(record)
     return ranks
 
