@@ -40,11 +40,13 @@ from fastcore_train.checkpoint_checksums import (ALGORITHM, ALGORITHM_KEY, META_
                                                  file_checksums, verify_checksums, write_hashed)
 from fastcore_train.checkpoint_errors import (CheckpointChecksumError, CheckpointError,  # noqa: F401
                                               CheckpointStateError, CheckpointTargetError)
+from fastcore_train.checkpoint_target import (check_checkpoint_target, checkpoint_target_problem,  # noqa: F401
+                                              is_checkpoint_folder)
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.persistence import HostSnapshot
 from fastcore_train.log import logger
 from fastcore_train.utils import json_state, safe_pickle
-from fastcore_train.utils.atomic import atomic_path, blocking_file, flush_to_disk, recover_folder
+from fastcore_train.utils.atomic import atomic_path, flush_to_disk, recover_folder
 from fastcore_train.utils.rank_state import read_rank_state, write_rank_state
 from fastcore_train.version import __version__
 
@@ -74,47 +76,6 @@ def encode_callback_states(states: dict[str, Any]) -> dict[str, Any]:
                 f"{error} Checkpoints keep callback states as JSON so that loading one runs no code. Nothing "
                 "was written.") from None
     return encoded
-
-
-def is_checkpoint_folder(folder: Path) -> bool:
-    """True when ``folder`` holds a meta file written by :func:`write_checkpoint`."""
-    try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return False
-    return isinstance(meta, dict) and "format_version" in meta and "fastcore_train_version" in meta
-
-
-def checkpoint_target_problem(folder: os.PathLike) -> Optional[str]:
-    """Why a checkpoint must not be written to ``folder``, or None when it may.
-
-    It may when nothing is there, when an empty folder is there, or when a checkpoint of ours is
-    there (it is replaced whole). Everything else belongs to the user and is never replaced.
-    """
-    folder = Path(folder)
-    resolved = folder.resolve()
-    if folder.name in ("", ".", "..") or resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
-        return (f"save_checkpoint({str(folder)!r}) would replace the current directory or one above it. "
-                "A checkpoint is a folder of its own: pass a new folder name, e.g. 'checkpoints/last'.")
-    blocker = blocking_file(folder)
-    if blocker == folder:
-        return (f"{str(folder)!r} is a file, not a checkpoint folder; it was left untouched. "
-                "Pass a folder name that is free (or a checkpoint folder to replace).")
-    if blocker is not None:
-        return (f"Cannot write a checkpoint to {str(folder)!r}: {str(blocker)!r} is a file, not a "
-                "folder. Pass a path whose parents are folders.")
-    if folder.is_dir() and any(folder.iterdir()) and not is_checkpoint_folder(folder):
-        return (f"{str(folder)!r} already holds files and is not a fastcore_train checkpoint (no "
-                f"{META_FILE} of ours); save_checkpoint replaces only checkpoints it wrote, so the folder "
-                "was left untouched. Pass a new folder (e.g. a subfolder of it) or empty it first.")
-    return None
-
-
-def check_checkpoint_target(folder: os.PathLike) -> None:
-    """Raise :class:`CheckpointTargetError` when :func:`checkpoint_target_problem` finds one."""
-    problem = checkpoint_target_problem(folder)
-    if problem is not None:
-        raise CheckpointTargetError(problem)
 
 
 def model_file(folder: Path, driver: Driver) -> Path:
