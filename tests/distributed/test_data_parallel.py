@@ -141,9 +141,14 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
 
 def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
     if backend.name == "paddle":
-        # Not a checkpoint matter: paddle Fleet on 4 self-launched CPU ranks fails in its gloo group setup
-        # (fleet/base/topology.py: gloo TIMEOUT) before training; 1 and 2 ranks are covered above.
-        pytest.skip("paddle Fleet does not start 4 CPU ranks here (gloo TIMEOUT in topology.py)")
+        # Blocked in paddle 3.3, not in the checkpoint code: ProcessGroupGloo::CreateProcessGroupGloo runs gloo's
+        # connectFullMesh twice on the same store keys ("<gid>/<rank>": CommContextManager::CreateGlooCommContext,
+        # then the ProcessGroupGloo constructor), so a rank ahead of the others can read a peer's first-round address,
+        # whose listening socket is already closed. With 4 ranks on 2 cores about half the starts fail in
+        # topology.py's new_group ("pair.cc:784 connect ... Connection refused" on one rank, "pair.cc:914 TIMEOUT" on
+        # the rest); see docs/backends/paddle.md. A checkpoint's other-world-size resume is covered by 1 and 2 ranks.
+        pytest.skip("paddle 3.3 cannot start 4 gloo ranks reliably: its gloo group set-up reuses store keys "
+                    "(pair.cc:784 'Connection refused' / pair.cc:914 TIMEOUT in fleet topology.py new_group)")
     save_then_resume(backend, tmp_path, 4, [2, 1])
 
 
