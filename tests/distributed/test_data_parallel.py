@@ -26,6 +26,8 @@ pytestmark = pytest.mark.distributed
 
 JOB = Path(__file__).parent / "jobs" / "train_job.py"
 SAMPLES = 64
+# The paddle driver's words for paddle's gloo start-up race (backends/paddle/world.py).
+PADDLE_GLOO_RACE = "sets up each gloo group twice on the same store keys"
 
 
 @pytest.fixture(scope="module")
@@ -140,16 +142,16 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
 
 
 def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
-    if backend.name == "paddle":
-        # Blocked in paddle 3.3, not in the checkpoint code: ProcessGroupGloo::CreateProcessGroupGloo runs gloo's
-        # connectFullMesh twice on the same store keys ("<gid>/<rank>": CommContextManager::CreateGlooCommContext,
-        # then the ProcessGroupGloo constructor), so a rank ahead of the others can read a peer's first-round address,
-        # whose listening socket is already closed. With 4 ranks on 2 cores about half the starts fail in
-        # topology.py's new_group ("pair.cc:784 connect ... Connection refused" on one rank, "pair.cc:914 TIMEOUT" on
-        # the rest); see docs/backends/paddle.md. A checkpoint's other-world-size resume is covered by 1 and 2 ranks.
-        pytest.skip("paddle 3.3 cannot start 4 gloo ranks reliably: its gloo group set-up reuses store keys "
-                    "(pair.cc:784 'Connection refused' / pair.cc:914 TIMEOUT in fleet topology.py new_group)")
-    save_then_resume(backend, tmp_path, 4, [2, 1])
+    try:
+        save_then_resume(backend, tmp_path, 4, [2, 1])
+    except AssertionError as failure:
+        # paddle 3.3 sets up each gloo group twice on the same store keys ("<gid>/<rank>": its comm context, then
+        # ProcessGroupGloo), so with more than 2 CPU ranks on 2 cores a rank can read a peer's stale address and the
+        # start fails in fleet topology.py (pair.cc:784 "Connection refused" / pair.cc:914 TIMEOUT). The driver
+        # says so (backends/paddle/world.py); any other failure fails the test. See docs/backends/paddle.md.
+        if backend.name == "paddle" and PADDLE_GLOO_RACE in str(failure):
+            pytest.xfail("paddle 3.3 failed to connect 4 gloo ranks (its start-up race, not a checkpoint matter)")
+        raise
 
 
 def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: list[int]) -> None:
