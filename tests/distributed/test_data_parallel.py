@@ -26,6 +26,8 @@ pytestmark = pytest.mark.distributed
 
 JOB = Path(__file__).parent / "jobs" / "train_job.py"
 SAMPLES = 64
+# The paddle driver's words for paddle's gloo start-up race (backends/paddle/world.py).
+PADDLE_GLOO_RACE = "sets up each gloo group twice on the same store keys"
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +35,19 @@ def backend(backend_name) -> Backend:
     return BACKENDS[backend_name]
 
 
+class JobFailed(AssertionError):
+    """A job that exited non-zero: the message shows the end of its output, ``output`` holds all of it."""
+
+    def __init__(self, stderr: str, launcher_logs: str) -> None:
+        super().__init__(stderr[-4000:], launcher_logs[-4000:])
+        self.output = stderr + launcher_logs
+
+
 def launched(backend: Backend, config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 180) -> list[dict]:
     """Run the job, require success, and read what every rank wrote."""
     done = run_job(backend, JOB, config, launcher, nproc, timeout)
-    assert done.returncode == 0, (done.stderr[-4000:], backend.launcher_logs(Path(config["out"]))[-4000:])
+    if done.returncode != 0:
+        raise JobFailed(done.stderr, backend.launcher_logs(Path(config["out"])))
     return rank_outputs(Path(config["out"]), nproc)
 
 
@@ -140,11 +151,16 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
 
 
 def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
-    if backend.name == "paddle":
-        # Not a checkpoint matter: paddle Fleet on 4 self-launched CPU ranks fails in its gloo group setup
-        # (fleet/base/topology.py: gloo TIMEOUT) before training; 1 and 2 ranks are covered above.
-        pytest.skip("paddle Fleet does not start 4 CPU ranks here (gloo TIMEOUT in topology.py)")
-    save_then_resume(backend, tmp_path, 4, [2, 1])
+    try:
+        save_then_resume(backend, tmp_path, 4, [2, 1])
+    except JobFailed as failure:
+        # paddle 3.3 sets up each gloo group twice on the same store keys ("<gid>/<rank>": its comm context, then
+        # ProcessGroupGloo), so with more than 2 CPU ranks on 2 cores a rank can read a peer's stale address and the
+        # start fails in fleet topology.py (pair.cc:784 "Connection refused" / pair.cc:914 TIMEOUT). The driver
+        # says so (backends/paddle/world.py); any other failure fails the test. See docs/backends/paddle.md.
+        if backend.name == "paddle" and PADDLE_GLOO_RACE in failure.output:
+            pytest.xfail("paddle 3.3 failed to connect 4 gloo ranks (its start-up race, not a checkpoint matter)")
+        raise
 
 
 def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: list[int]) -> None:

@@ -18,6 +18,7 @@ from paddle.distributed import fleet
 
 from fastcore_train.backends.paddle.devices import is_gpu
 from fastcore_train.backends.paddle.single_driver import PaddleSingleDriver, _PADDLE_KWARGS
+from fastcore_train.backends.paddle.world import explain_gloo_start_failure
 from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
@@ -72,7 +73,13 @@ class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"  # CPU ranks, even under a GPU launcher
             # paddle's NCCL groups read their timeout (ms) from here; its gloo groups have none (our watchdog is it).
             os.environ.setdefault("PADDLE_PG_TIMEOUT", str(int(framework_timeout(self.comm.timeout) * 1000)))
-            fleet.init(is_collective=True, strategy=self._strategy)
+            try:
+                fleet.init(is_collective=True, strategy=self._strategy)
+            except RuntimeError as error:
+                clearer = explain_gloo_start_failure(error, self.comm.world_size)
+                if clearer is error:
+                    raise
+                raise clearer from error
         self._user_module.to(device=self._device)
         if not self._user_wrapped:
             self.model = fleet.distributed_model(_MethodDispatch(self._user_module))

@@ -55,3 +55,24 @@ def launch_environments(world_size: int, backend: str, gpu_ids: Optional[list[in
             environment["FLAGS_selected_gpus"] = str(gpu_ids[rank])
         environments.append(environment)
     return environments
+
+
+# What paddle 3.3's gloo transport raises when a rank could not reach a peer's socket while a group is set up.
+_GLOO_CONNECT_FAILURE = "gloo/transport/tcp/pair.cc"
+
+
+def explain_gloo_start_failure(error: BaseException, world_size: int) -> BaseException:
+    """The error to raise for ``error`` from ``fleet.init``: a clearer one for paddle's gloo start-up race.
+
+    Paddle 3.3 connects every gloo group twice on the same store keys (its comm context, then its
+    process group), so a rank ahead of a peer can read the peer's stale address ("Connection
+    refused" on it, TIMEOUT on the others); it happens in a large share of starts with more than
+    two CPU ranks on one machine. Any other error is returned as it is.
+    """
+    if _GLOO_CONNECT_FAILURE not in str(error):
+        return error
+    return RuntimeError(
+        f"paddle could not connect its {world_size} gloo (CPU) ranks: {error}. Paddle 3.3 sets up each gloo "
+        "group twice on the same store keys, and a rank that gets ahead of another can read its stale address; "
+        "with more than 2 CPU ranks on one machine this fails in a large share of starts. Start the job again, "
+        "use 2 CPU ranks, or GPU ranks (nccl). See docs/backends/paddle.md (Data parallel).")
