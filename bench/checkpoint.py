@@ -56,7 +56,11 @@ ASYNC_TARGET = 0.20
 _JITTOR_ENV = {"use_mkl": "0", "nvcc_path": "", "FIX_TORCH_ERROR": "0", "log_silent": "1"}
 
 
-CONTENDERS = ("none", "raw", "raw_durable", "sync", "async")
+CONTENDERS = ("none", "raw", "raw_overwrite", "raw_durable", "sync", "async")
+#: The raw saves write a new folder and then delete the previous one (untimed), as a hand loop that
+#: keeps its last checkpoint does, and as save_checkpoint does (it deletes the replaced one once the
+#: new one is on disk). ``raw_overwrite`` deletes the previous one first, then writes.
+ROTATING_RAW = ("raw", "raw_durable")
 
 
 class SaveSchedule:
@@ -74,12 +78,15 @@ class SaveSchedule:
         name = self.plan.get(batch)
         if name is not None:
             trainer.wait_for_checkpoint()  # the previous window's write is done (untimed: not this save's)
-            if name.startswith("raw"):  # (untimed: the raw save writes a fresh folder; ours replace theirs,
-                clear(self.work / name)  # deleting the old one in the background)
+            if name == "raw_overwrite":  # (untimed: the previous one goes first)
+                clear(self.work / name)
             started = time.perf_counter()
             self.saves[name]()
             self.blocked[batch] = time.perf_counter() - started
-            self.batch_ends[-1] = time.perf_counter() - self.blocked[batch]  # (window starts before the save)
+            if name in ROTATING_RAW:  # (untimed: then the previous one goes)
+                clear(self.work / name)
+                (self.work / f"{name}.new").rename(self.work / name)
+            self.batch_ends[-1] = started  # (the window starts with the save)
 
 
 def build_trainer(backend: str, features: int, hidden: int, batches: int, callbacks: list[Any]) -> Any:
@@ -119,23 +126,24 @@ def clear(path: Path) -> None:
 def make_saves(trainer_ref: list[Any], work: Path) -> dict[str, Callable[[], None]]:
     """The contenders' saves (``trainer_ref[0]`` is the trainer, built after them)."""
 
-    def raw() -> None:
+    def raw(folder: Path) -> None:
         io = trainer_ref[0].driver.io
-        (work / "raw").mkdir()
-        io.write_object(io.model_state(), work / "raw" / f"model{io.model_file_suffix}")
-        io.write_object(io.training_state_object(), work / "raw" / f"training_state{io.model_file_suffix}")
+        folder.mkdir()
+        io.write_object(io.model_state(), folder / f"model{io.model_file_suffix}")
+        io.write_object(io.training_state_object(), folder / f"training_state{io.model_file_suffix}")
 
     def raw_durable() -> None:  # the raw save, then on disk (what a checkpoint needs to survive a power cut)
         io = trainer_ref[0].driver.io
-        (work / "raw_durable").mkdir()
+        (work / "raw_durable.new").mkdir()
         for name, state in (("model", io.model_state()), ("training_state", io.training_state_object())):
-            path = work / "raw_durable" / f"{name}{io.model_file_suffix}"
+            path = work / "raw_durable.new" / f"{name}{io.model_file_suffix}"
             io.write_object(state, path)
             for file in ([path] if path.is_file() else [p for p in path.rglob("*") if p.is_file()]):
                 with open(file, "rb") as handle:
                     os.fsync(handle.fileno())
 
-    return {"none": lambda: None, "raw": raw, "raw_durable": raw_durable,
+    return {"none": lambda: None, "raw": lambda: raw(work / "raw.new"), "raw_overwrite": lambda: raw(work / "raw_overwrite"),
+            "raw_durable": raw_durable,
             # (each replaces its previous checkpoint, as CheckpointCallback's "last" does)
             "sync": lambda: trainer_ref[0].save_checkpoint(work / "sync"),
             "async": lambda: trainer_ref[0].save_checkpoint(work / "async", blocking=False)}
@@ -274,19 +282,20 @@ def main(argv: Any = None) -> int:
           f"model file {model_mb:.0f} MB, checkpoint {checkpoint_mb:.0f} MB; {args.rounds} rounds, windows of "
           f"{args.gap} batches; python {platform.python_version()}, {os.cpu_count()} CPUs")
     print()
-    print(f"  {'save (in a training run)':<28} {'blocked s':>9} {'min-max':>13} {'vs raw':>7} {'window s':>9} {'vs raw':>7}")
-    labels = {"none": "none (window: baseline)", "raw": "raw (framework save)", "raw_durable": "raw + fsync (on disk)",
+    print(f"  {'save (in a training run)':<32} {'blocked s':>9} {'min-max':>13} {'vs raw':>7} {'window s':>9} {'vs raw':>7}")
+    labels = {"none": "none (window: baseline)", "raw": "raw (framework save)", "raw_overwrite": "raw, old one deleted first",
+              "raw_durable": "raw + fsync (on disk)",
               "sync": "save_checkpoint (blocking)", "async": "save_checkpoint(blocking=False)"}
     raw_window = statistics.median(window["raw"])
     print(f"  (a window of {args.gap} batches without a save: {statistics.median(baseline):.3f} s)")
     for name in CONTENDERS:
         values, spans = blocked[name], window[name]
-        print(f"  {labels[name]:<28} {statistics.median(values):9.3f} {min(values):6.3f}-{max(values):6.3f} "
+        print(f"  {labels[name]:<32} {statistics.median(values):9.3f} {min(values):6.3f}-{max(values):6.3f} "
               f"{statistics.median(values) / raw:7.2f} {statistics.median(spans):9.3f} "
               f"{statistics.median(spans) / raw_window:7.2f}")
     raw_load = statistics.median(loads["raw load"])
     for name, values in loads.items():
-        print(f"  {name:<28} {statistics.median(values):9.3f} {min(values):6.3f}-{max(values):6.3f} "
+        print(f"  {name:<32} {statistics.median(values):9.3f} {min(values):6.3f}-{max(values):6.3f} "
               f"{statistics.median(values) / raw_load:7.2f}  (vs raw load)")
     print()
     print("  rank 0's files by world size (ranks 1.. simulated):")
@@ -294,13 +303,13 @@ def main(argv: Any = None) -> int:
         print(f"    world size {n}: rank 0 {size['rank0']:,} bytes, of which not model/optimizer "
               f"{size['rank0_without_tensors']:,}; each other rank writes {size['per_other_rank']:,}")
     print()
-    sync_ratio = statistics.median(blocked["sync"]) / raw
-    async_ratio = statistics.median(blocked["async"]) / raw
     big = model_mb >= 100  # MiB
-    print(f"sync save / raw save (blocked): {sync_ratio:.2f}  target <= {SYNC_TARGET:.2f}  "
-          f"{'PASS' if sync_ratio <= SYNC_TARGET else 'MISS'}")
-    print(f"async stall / raw save (blocked): {async_ratio:.2f}  target <= {ASYNC_TARGET:.2f}  "
-          f"{'PASS' if async_ratio <= ASYNC_TARGET else 'MISS'}{'' if big else ' (model under 100 MB: not the target size)'}")
+    for name, label, target in (("sync", "sync save / raw save", SYNC_TARGET), ("async", "async stall / raw save", ASYNC_TARGET)):
+        median_ratio = statistics.median(blocked[name]) / raw
+        best_ratio = min(blocked[name]) / min(blocked["raw"])
+        print(f"{label} (blocked): median {median_ratio:.2f}, best {best_ratio:.2f}  target <= {target:.2f}  "
+              f"{'PASS' if median_ratio <= target else 'MISS'} (median), {'PASS' if best_ratio <= target else 'MISS'} "
+              f"(best){'' if big else ' (model under 100 MB: not the target size)'}")
     print(f"whole windows vs raw's: sync {statistics.median(window['sync']) / raw_window:.2f}, "
           f"async {statistics.median(window['async']) / raw_window:.2f} (the background work competing for the cores)")
     return 0

@@ -15,6 +15,7 @@ import hashlib
 import io
 import mmap
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, BinaryIO, Callable, Optional
@@ -55,8 +56,12 @@ def digest_of_file(path: Path, algorithm: str = ALGORITHM) -> str:
 class HashingFile(io.RawIOBase):
     """A writable binary file that hashes what passes through it, for frameworks that save to a
     file object (``torch.save``): the checksum is ready when the write ends, with no read-back.
-    Seeking back (to patch a header) makes the running hash invalid; :attr:`hexdigest` is then None
-    and the file is read back instead."""
+    A large block is hashed on a helper thread while it is written (both release the GIL), so the
+    hash costs next to nothing beside the write. Seeking back (to patch a header) makes the running
+    hash invalid; :attr:`hexdigest` is then None and the file is read back instead."""
+
+    #: Blocks at least this large are hashed beside their write (smaller ones inline).
+    PARALLEL_BLOCK = 4 << 20
 
     def __init__(self, handle: BinaryIO) -> None:
         super().__init__()
@@ -74,9 +79,18 @@ class HashingFile(io.RawIOBase):
 
     def write(self, data: Any) -> int:
         view = memoryview(data)
+        hashing = None
         if self._valid:
-            self._digest.update(view)
-        written = self._handle.write(view)
+            if view.nbytes >= self.PARALLEL_BLOCK:  # (the block stays valid: joined before returning)
+                hashing = threading.Thread(target=self._digest.update, args=(view,), name="fastcore-hash")
+                hashing.start()
+            else:
+                self._digest.update(view)
+        try:
+            written = self._handle.write(view)
+        finally:
+            if hashing is not None:
+                hashing.join()
         self._position += written
         return written
 
