@@ -80,6 +80,7 @@ class SaveSchedule:
             trainer.wait_for_checkpoint()  # the previous window's write is done (untimed: not this save's)
             if name == "raw_overwrite":  # (untimed: the previous one goes first)
                 clear(self.work / name)
+            finish_queued_work(trainer.driver.backend)
             started = time.perf_counter()
             self.saves[name]()
             self.blocked[batch] = time.perf_counter() - started
@@ -87,6 +88,17 @@ class SaveSchedule:
                 clear(self.work / name)
                 (self.work / f"{name}.new").rename(self.work / name)
             self.batch_ends[-1] = started  # (the window starts with the save)
+
+
+def finish_queued_work(backend: str) -> None:
+    """Run what training has queued (untimed): jittor runs lazily and oneflow asynchronously, so
+    otherwise whichever save first reads a tensor would be charged for the last steps' compute."""
+    if backend == "jittor":
+        import jittor as jt
+        jt.sync_all(True)
+    elif backend == "oneflow":
+        import oneflow as flow
+        flow._oneflow_internal.eager.Sync()
 
 
 def build_trainer(backend: str, features: int, hidden: int, batches: int, callbacks: list[Any]) -> Any:
