@@ -71,11 +71,7 @@ class AsyncCheckpointWriter:
         self._snapshot: Optional[HostSnapshot] = None
         self._lock = threading.Lock()
         self._then: list[Callable[[], None]] = []
-
-    @property
-    def in_flight(self) -> bool:
-        """True while a job (or what was queued after it) is running."""
-        return self._thread is not None and self._thread.is_alive()
+        self._running = False  # a job's thread has not yet taken its last queued action (under _lock)
 
     def wait_for_snapshot(self) -> None:
         """Wait until the job in flight has taken its host copies (see :class:`HostSnapshot`);
@@ -103,6 +99,7 @@ class AsyncCheckpointWriter:
         self.wait()
         self._target = target
         self._snapshot = snapshot
+        self._running = True
 
         def run() -> None:
             try:
@@ -122,7 +119,7 @@ class AsyncCheckpointWriter:
         """Run ``action`` once the job in flight is done (on its thread), or now when none is.
         Its errors are logged, not raised (a cleanup must not stop training)."""
         with self._lock:
-            if self.in_flight:
+            if self._running:  # (a flag, not thread.is_alive(): a thread past its last check runs nothing more)
                 self._then.append(action)
                 return
         _run_logged(action)
@@ -131,6 +128,7 @@ class AsyncCheckpointWriter:
         while True:
             with self._lock:
                 if not self._then:
+                    self._running = False
                     return
                 action = self._then.pop(0)
             _run_logged(action)
