@@ -96,14 +96,11 @@ def json_text(data: Any) -> str:
     return json.dumps(data, default=_json_default, indent=1)
 
 
-def write_text(path: Path, text: str, durable: bool = False) -> None:
-    """Write ``text`` to ``path`` (``durable``: fsynced before returning; a checkpoint's files are
-    flushed together once it is published, see :func:`~fastcore_train.utils.atomic.make_durable`)."""
+def write_text(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` (a checkpoint's files are flushed to disk together once it is
+    published, see :func:`~fastcore_train.utils.atomic.make_durable`)."""
     with open(path, "w", encoding="utf-8") as handle:
         handle.write(text)
-        if durable:
-            handle.flush()
-            os.fsync(handle.fileno())
 
 
 def write_json(path: Path, data: Any) -> None:

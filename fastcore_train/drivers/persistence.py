@@ -158,12 +158,6 @@ class Persistence(ABC):
         model = self.freeze_buffers(model)
         return HostSnapshot(lambda: self.host_copy((model, state)), deferred=True)
 
-    def snapshot(self) -> tuple[Any, Any]:
-        """Host copies of (model state, training state), taken now."""
-        self._check_snapshot()
-        model_copy, state_copy = self.host_copy((self.model_state(), self.training_state_object()))
-        return model_copy, state_copy
-
     def _check_snapshot(self) -> None:
         if not self.supports_snapshot:
             raise NotImplementedError(

@@ -165,4 +165,4 @@ def test_fairscale_refuses_async_checkpoints():
     io = FairScalePersistence(driver=object())
     assert io.supports_snapshot is False
     with pytest.raises(NotImplementedError, match="only driver='torch_fsdp' saves asynchronously.*blocking=True"):
-        io.snapshot()
+        io.begin_snapshot()
