@@ -105,3 +105,9 @@ def indexed_state(optimizer: NeutralOptimizer, framework: str, slot_names: dict[
     check_slots(optimizer, framework)
     return {index: {slot_names[neutral]: to_tensor(np.array(value)) for neutral, value in slots.items()}
             for index, slots in optimizer.slots.items()}
+
+
+def converted_indexed_state(state: dict[Any, Any]) -> dict[str, Any]:
+    """An optimizer entry of a converted torch-style training state (:func:`indexed_state`'s
+    ``state``): no hyperparameters, which come from the optimizer it is loaded into."""
+    return {"state": state, "param_groups": None, CONVERTED_KEY: True}

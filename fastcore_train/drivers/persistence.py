@@ -55,6 +55,12 @@ class PendingWrites:
             raise errors[0]
 
 
+def training_state_layout(optimizer_states: list[Any], scaler_state: Any = None) -> dict[str, Any]:
+    """A training-state file's content, the same for every backend: the optimizers' states, then
+    the precision's scaler state (None without a scaler). Also what a converted checkpoint writes."""
+    return {"optimizers": optimizer_states, GRAD_SCALER_KEY: scaler_state}
+
+
 class Persistence(ABC):
     """Saving and loading for ``driver``: model files, training state and RNG state."""
 
@@ -179,9 +185,9 @@ class Persistence(ABC):
         return loaded
 
     def training_state(self, optimizer_states: list[Any]) -> dict[str, Any]:
-        """The training state a driver writes: its optimizers' states, then the precision's
-        scaler state (None without a scaler)."""
-        return {"optimizers": optimizer_states, GRAD_SCALER_KEY: self.driver.precision.state_dict()}
+        """The training state a driver writes (:func:`training_state_layout`) with the precision's
+        scaler state."""
+        return training_state_layout(optimizer_states, self.driver.precision.state_dict())
 
     def restore_training_state(self, state: dict[str, Any],
                                load_optimizer: Optional[Callable[[Any, Any], None]] = None) -> None:

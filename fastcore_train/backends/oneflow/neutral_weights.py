@@ -13,10 +13,10 @@ import numpy as np
 import oneflow as flow
 
 from fastcore_train.backends.oneflow.persistence import OneflowPersistence, load_file
-from fastcore_train.convert.layout import TensorSpec, find_layer, torch_style_rnn_info, torch_style_specs
-from fastcore_train.convert.optimizer_state import (CONVERTED_KEY, NeutralOptimizer, indexed_state,
+from fastcore_train.convert.layout import find_layer, torch_style_rnn_info, torch_style_specs
+from fastcore_train.convert.optimizer_state import (NeutralOptimizer, converted_indexed_state, indexed_state,
                                                     read_indexed_states)
-from fastcore_train.drivers.precision import GRAD_SCALER_KEY
+from fastcore_train.drivers.persistence import training_state_layout
 
 #: The model file name's suffix in a checkpoint.
 MODEL_SUFFIX = OneflowPersistence.model_file_suffix
@@ -36,8 +36,8 @@ def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
     return find_layer(module, LAYERS, torch_style_rnn_info)
 
 
-def tensor_specs(kind: str, info: dict[str, Any]) -> list[TensorSpec]:
-    return torch_style_specs(kind, info)
+#: the tensors of each layer kind: named and laid out as torch does
+tensor_specs = torch_style_specs
 
 
 def to_numpy(value: Any) -> np.ndarray:
@@ -69,8 +69,8 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
     for optimizer in optimizers:
         state = indexed_state(optimizer, "oneflow", SLOTS, flow.tensor)
         state["step"] = int(optimizer.step or 0)  # oneflow counts steps for every optimizer
-        states.append({"state": state, "param_groups": None, CONVERTED_KEY: True})
-    save({"optimizers": states, GRAD_SCALER_KEY: None}, path)
+        states.append(converted_indexed_state(state))
+    save(training_state_layout(states), path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:

@@ -19,7 +19,7 @@ import paddle
 from fastcore_train.backends.paddle.persistence import PaddlePersistence, FORMAT, load_file
 from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, find_layer, rnn_tensor_names
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
-from fastcore_train.drivers.precision import GRAD_SCALER_KEY
+from fastcore_train.drivers.persistence import training_state_layout
 
 #: The model file name's suffix in a checkpoint.
 MODEL_SUFFIX = PaddlePersistence.model_file_suffix
@@ -119,7 +119,7 @@ def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: lis
         states.append({"format": FORMAT, "num_parameters": None, "accumulators": accumulators, "master_weights": {},
                        "lr_scheduler": None, CONVERTED_KEY: True,
                        "step": optimizer.step if optimizer.kind in ("adam", "adamw") else None})
-    save({"optimizers": states, GRAD_SCALER_KEY: None}, path)
+    save(training_state_layout(states), path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:
