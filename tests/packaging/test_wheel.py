@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -37,8 +38,9 @@ def dist(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def venv(dist, tmp_path_factory) -> Path:
-    """A new virtual environment with the built wheel and its paddle extra (pinned by constraints.txt)."""
+def venv(dist, tmp_path_factory):
+    """A new virtual environment with the built wheel and its paddle extra (pinned by constraints.txt);
+    removed after the module's tests, since it holds a ~1 GB copy of paddle that pytest would keep."""
     folder = tmp_path_factory.mktemp("venv") / "venv"
     made = run([sys.executable, "-m", "venv", folder], timeout=300)
     assert made.returncode == 0, made.stderr
@@ -46,7 +48,8 @@ def venv(dist, tmp_path_factory) -> Path:
     installed = run([folder / "bin" / "python", "-m", "pip", "install", "--quiet", "-c", ROOT / "constraints.txt",
                      f"{wheel}[paddle]"], timeout=1800)
     assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
-    return folder
+    yield folder
+    shutil.rmtree(folder, ignore_errors=True)
 
 
 def user_environment(venv: Path) -> dict[str, str]:
