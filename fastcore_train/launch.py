@@ -22,7 +22,7 @@ import sys
 import threading
 import time
 import traceback
-from typing import Callable, Optional
+from typing import Callable, NoReturn, Optional
 
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
@@ -102,31 +102,77 @@ def how_it_ended(returncode: int) -> str:
         return f"was killed by signal {-returncode}"
 
 
+#: Seconds the watcher waits, once a worker has ended badly, for the ranks its end brings down, so
+#: that the report names every rank that ended, the first one (the cause) first.
+FAILURE_GRACE = 1.0
+
+
 class WorkerGroup:
-    """The worker processes rank 0 started (``ranks[i]`` is the rank of ``processes[i]``), watched until they end."""
+    """The worker processes rank 0 started (``ranks[i]`` is the rank of ``processes[i]``), watched until they end.
+
+    A thread per process records when it ended; a watcher thread (rank 0 may be blocked in a
+    collective) acts on the first bad end: it waits :data:`FAILURE_GRACE` for the ranks that fall
+    with it (a framework often aborts a rank whose peer vanished), names every rank that ended
+    badly in the order they ended, stops the rest and ends this process with exit code 1.
+    """
 
     def __init__(self, processes: list[subprocess.Popen], ranks: Optional[list[int]] = None) -> None:
         self.processes = processes
         self.ranks = list(ranks) if ranks is not None else list(range(1, len(processes) + 1))
         self._stopping = False
+        self._ended_at: dict[int, float] = {}  # index in processes -> time.monotonic() of its end
+        self._an_end = threading.Event()
+        self._giving_up = threading.Lock()
+        for index, process in enumerate(processes):
+            threading.Thread(target=self._wait_for, args=(index, process), name=f"fastcore-train-rank-{index}",
+                             daemon=True).start()
         self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
         self._watchdog.start()
         atexit.register(self._wait_at_exit)
 
+    def _wait_for(self, index: int, process: subprocess.Popen) -> None:
+        process.wait()
+        self._ended_at[index] = time.monotonic()
+        self._an_end.set()
+
     def _watch(self) -> None:
         while not self._stopping:
-            failures = self.failures()
-            if failures and not self._stopping:
-                logger.error("%s: stopping every rank.", "; ".join(failures))
+            self._an_end.wait(timeout=0.5)
+            self._an_end.clear()
+            if self._stopping or not self.failures():
+                continue
+            deadline = time.monotonic() + FAILURE_GRACE
+            while time.monotonic() < deadline and any(process.poll() is None for process in self.processes):
+                time.sleep(0.05)
+            if self._stopping:
+                return
+            self.give_up()
+
+    def give_up(self) -> NoReturn:
+        """Name the ranks that ended badly, stop the others and end this process with exit code 1
+        (once, whichever thread gets here first)."""
+        with self._giving_up:
+            if not self._stopping:
+                logger.error("%s: stopping every rank.", self.failure_report())
                 self.terminate()
-                sys.stderr.flush()
-                os._exit(1)
-            time.sleep(0.2)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            os._exit(1)
 
     def failures(self) -> list[str]:
-        """How each worker that ended badly ended, naming its rank: "rank 1 (pid 42) was killed by SIGKILL"."""
-        return [f"rank {rank} (pid {process.pid}) {how_it_ended(process.returncode)}"
-                for rank, process in zip(self.ranks, self.processes) if process.poll() not in (None, 0)]
+        """How each worker that ended badly ended, naming its rank, the first to end first:
+        "rank 1 (pid 42) was killed by SIGKILL"."""
+        failed = [index for index, process in enumerate(self.processes) if process.poll() not in (None, 0)]
+        failed.sort(key=lambda index: self._ended_at.get(index, float("inf")))
+        return [f"rank {self.ranks[index]} (pid {self.processes[index].pid}) "
+                f"{how_it_ended(self.processes[index].returncode)}" for index in failed]
+
+    def failure_report(self) -> str:
+        """:meth:`failures` in one sentence: the first bad end, then the ones that followed it."""
+        failures = self.failures()
+        if len(failures) < 2:
+            return "".join(failures)
+        return f"{failures[0]} first; then {'; '.join(failures[1:])}"
 
     def send_signal(self, signum: int) -> None:
         """Pass ``signum`` on to every worker still running (a SIGTERM rank 0 received, say)."""
@@ -147,6 +193,11 @@ class WorkerGroup:
             except subprocess.TimeoutExpired:
                 process.kill()
 
+    def wait(self) -> None:
+        """Wait for every worker to end (the watcher still acts on a bad end meanwhile)."""
+        for process in self.processes:
+            process.wait()
+
     def _wait_at_exit(self) -> None:
         if self._stopping:
             return
@@ -159,22 +210,27 @@ class WorkerGroup:
         self._stopping = True
 
 
+def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]], output_from_new_proc: str) -> subprocess.Popen:
+    """Start rank ``rank`` running this process's command line (see :func:`spawn_workers`)."""
+    env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
+    stdout, stderr = _output_streams(output_from_new_proc, rank)
+    return subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr, preexec_fn=_die_with_parent)
+
+
 def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]],
-                  output_from_new_proc: str = "only_error", first_rank: int = 1) -> WorkerGroup:
-    """Start ranks first_rank..world_size-1 running this process's command line.
+                  output_from_new_proc: str = "only_error", first_rank: int = 1,
+                  rank_zero_output: Optional[str] = None) -> WorkerGroup:
+    """Start ranks first_rank..world_size-1 running this process's command line, watched as one group.
 
     ``output_from_new_proc``: ``"all"`` (workers print here), ``"ignore"`` (silence them),
     ``"only_error"`` (keep their stderr only), or a folder to write ``rank_N.log`` files into.
     ``first_rank=0`` starts rank 0 too, for frameworks whose rank cannot be set after import
-    (this process then only supervises the workers).
+    (this process then only supervises the workers); ``rank_zero_output`` is then its own choice.
     """
-    processes = []
-    for rank in range(first_rank, world_size):
-        env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
-        stdout, stderr = _output_streams(output_from_new_proc, rank)
-        processes.append(subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr,
-                                          preexec_fn=_die_with_parent))
-    return WorkerGroup(processes, list(range(first_rank, world_size)))
+    ranks = list(range(first_rank, world_size))
+    processes = [start_worker(rank, env_for_rank, rank_zero_output if rank == 0 and rank_zero_output
+                              else output_from_new_proc) for rank in ranks]
+    return WorkerGroup(processes, ranks)
 
 
 def _output_streams(choice: str, rank: int) -> tuple[Optional[object], Optional[object]]:
@@ -196,9 +252,8 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
     (ours, or a framework launcher's) reports and leaves at once; its launcher stops the rest.
     """
     if workers is not None:
-        failures = workers.failures()
-        if failures:  # the cause, when what rank 0 saw is a collective failing ("Connection closed by peer")
-            logger.error("%s; stopping every rank.", "; ".join(failures))
+        if workers.failures():  # the cause, when what rank 0 saw is a collective failing ("Connection closed by peer")
+            logger.error("%s; stopping every rank.", workers.failure_report())
         workers.terminate()
         return
     if isinstance(exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM: no traceback to read

@@ -107,25 +107,22 @@ class SpawnAllRanks(SpawnWorkers):
         world_size = len(self.rank_variables)
         logger.info("Starting %d ranks in new processes (this framework fixes a process's rank when it is "
                     "imported); this process only waits for them.", world_size)
-        groups = [spawn_workers(1, lambda rank: self.rank_variables[rank], "all", first_rank=0)]
-        if world_size > 1:
-            groups.append(spawn_workers(world_size, lambda rank: self.rank_variables[rank], self.output_from_new_proc))
+        group = spawn_workers(world_size, lambda rank: self.rank_variables[rank], self.output_from_new_proc,
+                              first_rank=0, rank_zero_output="all")
         # SIGTERM to this process (a scheduler's, ``timeout``'s) reaches the ranks, which stop as after Ctrl-C.
         if threading.current_thread() is threading.main_thread():
-            signal.signal(signal.SIGTERM, lambda signum, frame: [group.send_signal(signum) for group in groups])
+            signal.signal(signal.SIGTERM, lambda signum, frame: group.send_signal(signum))
         try:
-            for group in groups:
-                for process in group.processes:
-                    process.wait()
+            group.wait()
         except KeyboardInterrupt:
-            for group in groups:
-                group.terminate()
+            group.terminate()
             sys.stdout.flush()
             os._exit(130)
-        failed = any(process.returncode != 0 for group in groups for process in group.processes)
+        if group.failures():
+            group.give_up()  # names the ranks, the first to end first
         sys.stdout.flush()
         sys.stderr.flush()
-        os._exit(1 if failed else 0)
+        os._exit(0)
 
 
 class MpirunReexec(Launcher):
