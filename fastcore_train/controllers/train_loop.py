@@ -168,6 +168,11 @@ class TrainLoopMixin:
         """
         state = self.state
         self._batches_before_iter = done = state.batch_idx_in_epoch
+        # Read before iter(): a loader that prefetches (paddle's thread, torch's workers) may draw a
+        # resumed epoch's few remaining batches at once, and the sampler's length then already
+        # describes the next epoch; ranks that read it on either side of that would disagree on
+        # where the epoch ends and wait for each other forever.
+        remaining = self.driver.data.length(self.dataloader)
         iterator = iter(self.dataloader)
         if done and find_reproducible_batch_sampler(self.driver, self.dataloader) is None:
             logger.warning("Resuming mid-epoch without a reproducible sampler: skipping %d batches; the "
@@ -178,7 +183,6 @@ class TrainLoopMixin:
         if self._pending_rng_state is not None:
             self._set_rng_state(self._pending_rng_state)
             self._pending_rng_state = None
-        remaining = self.driver.data.length(self.dataloader)
         cap = self._batch_cap
         if remaining is None:
             per_epoch = -1 if cap is None else cap

@@ -151,12 +151,6 @@ def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, sa
 
 
 def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
-    if backend.name == "paddle" and os.environ.get("FASTCORE_TRAIN_PADDLE_FOUR_RANKS") != "1":
-        # Besides the start-up race below, 1 run in 12 of the 4 -> 2 resume hung on paddle (rank 1 in the stop
-        # decision's all-reduce, rank 0 at the run's end barrier; gloo unbound_buffer TIMEOUT), not yet explained
-        # and never seen on the other backends: opt in with FASTCORE_TRAIN_PADDLE_FOUR_RANKS=1 while it is.
-        pytest.skip("paddle: 4 CPU ranks hit paddle 3.3's gloo start-up race, and a rare hang resuming on 2 ranks "
-                    "is under investigation (FASTCORE_TRAIN_PADDLE_FOUR_RANKS=1 runs it)")
     try:
         save_then_resume(backend, tmp_path, 4, [2, 1])
     except JobFailed as failure:

@@ -5,7 +5,7 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SubsetRandomSampler, TensorDataset
 
-from fastcore_train import ReproduceBatchSampler
+from fastcore_train import Event, ReproduceBatchSampler, Trainer
 from fastcore_train.backends.torch import TorchSingleDriver
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler, make_reproducible_dataloader
 
@@ -91,3 +91,38 @@ def test_iterable_datasets_and_plain_iterables_are_left_as_they_are():
     assert make_reproducible_dataloader(DRIVER, stream) is stream
     batches = [[1, 2], [3]]
     assert make_reproducible_dataloader(DRIVER, batches) is batches
+
+
+class _Squares(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(1, 1)
+
+    def train_step(self, x):
+        return {"loss": self.fc(x).pow(2).mean()}
+
+
+def test_a_resumed_epoch_ends_where_it_should_when_the_loader_prefetches_its_last_batches(tmp_path):
+    """With workers, iter() of a torch DataLoader draws its first batches at once: a resumed epoch's
+    two remaining batches are then all drawn before the first is trained. The epoch's length must
+    still be read as 3 trained + 2 remaining (a rank that read the next epoch's length instead
+    waited forever for the others at the end of the epoch, in data parallel)."""
+    data = [{"x": torch.tensor([float(i)])} for i in range(20)]
+
+    def trainer(seen: list, **options):
+        model = _Squares()
+        loader = DataLoader(data, batch_size=4, shuffle=True, num_workers=1, prefetch_factor=2)
+        built = Trainer(model=model, driver="torch", device="cpu", train_dataloader=loader, progress_bar=None,
+                        optimizers=torch.optim.SGD(model.parameters(), lr=0.01), **options)
+        built.add_callback_fn(Event.on_train_batch_end(), lambda trainer: seen.append(
+            (trainer.state.batch_idx_in_epoch, trainer.state.num_batches_per_epoch)))
+        return built
+
+    before, seen = [], []
+    first = trainer(before, n_epochs=1, n_batches=3)
+    first.run()
+    first.save_checkpoint(tmp_path / "ckpt")
+    first.wait_for_checkpoint()
+    assert before == [(1, 5), (2, 5), (3, 5)]
+    trainer(seen, n_epochs=1).run(resume_from=tmp_path / "ckpt")
+    assert seen == [(4, 5), (5, 5)]
