@@ -24,6 +24,7 @@ from abc import ABC, abstractmethod
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Optional, Protocol, Sequence
 
+from fastcore_train.drivers.host_buffers import HostBuffers
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 
 if TYPE_CHECKING:
@@ -81,6 +82,8 @@ class Persistence(ABC):
 
     def __init__(self, driver: "Driver") -> None:
         self.driver = driver
+        #: the last snapshot's host memory, copied into by the next (:meth:`host_copy`)
+        self.host_buffers = HostBuffers()
 
     @abstractmethod
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:

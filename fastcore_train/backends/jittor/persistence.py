@@ -98,9 +98,7 @@ class JittorPersistence(Persistence):
         jt.save(obj, str(path))
 
     def host_copy(self, obj: Any) -> Any:
-        if not hasattr(self, "_host_arrays"):
-            self._host_arrays: dict = {}  # copied into by the next snapshot (see snapshot.py)
-        return snapshot.host_copy(obj, self._host_arrays)
+        return snapshot.host_copy(obj, self.host_buffers)
 
     def load_training_state(self, path: Path) -> None:
         state = load_file(path)

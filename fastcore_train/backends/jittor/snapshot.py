@@ -5,10 +5,9 @@ holds a :class:`HostVar` per ``Var``: a numpy copy of its values (taken once pen
 are done) that pickles exactly as the ``Var`` does, so writing it in the background runs no
 jittor operation and gives the same file, byte for byte.
 
-The numpy buffers of one snapshot are kept in ``cache`` (by position, shape and dtype) and the
-next snapshot copies into them (its write is over by then: one write is in flight at a time):
-copying into memory already mapped is several times faster than allocating the whole state
-afresh each time.
+The numpy buffers of one snapshot are kept (:class:`~fastcore_train.drivers.host_buffers.HostBuffers`,
+by position, shape and dtype) and the next snapshot copies into them: copying into memory
+already mapped is several times faster than allocating the whole state afresh each time.
 """
 from __future__ import annotations
 
@@ -17,6 +16,7 @@ from typing import Any, Optional
 import jittor as jt
 import numpy as np
 
+from fastcore_train.drivers.host_buffers import HostBuffers
 from fastcore_train.utils.nested import copy_tensors
 
 
@@ -32,26 +32,17 @@ class HostVar:
         return jt.Var, (self.data,)
 
 
-def host_copy(data: Any, cache: Optional[dict[tuple[int, tuple[int, ...], str], np.ndarray]] = None) -> Any:
-    """``data`` (nested state dicts) with every ``jt.Var`` as a :class:`HostVar` copy of its values;
-    ``cache`` holds (and on return, replaces) numpy buffers to copy into."""
+def host_copy(data: Any, buffers: Optional[HostBuffers] = None) -> Any:
+    """``data`` (nested state dicts) with every ``jt.Var`` as a :class:`HostVar` copy of its values,
+    copied into ``buffers`` (the previous snapshot's, by position, shape and dtype) where they fit."""
     jt.sync_all()
-    reusable = cache if cache is not None else {}
-    used: dict[tuple[int, tuple[int, ...], str], np.ndarray] = {}
+    with (buffers or HostBuffers()).reuse() as round_:
+        def copy(var: jt.Var) -> HostVar:
+            values = var.data
+            key = (len(round_.taken), values.shape, values.dtype.str)
+            buffer, new = round_.take(key, lambda: np.array(values, copy=True, order="K"))
+            if not new:
+                np.copyto(buffer, values)
+            return HostVar(buffer)
 
-    def copy(var: jt.Var) -> HostVar:
-        values = var.data
-        key = (len(used), values.shape, values.dtype.str)
-        buffer = reusable.pop(key, None)
-        if buffer is None:
-            buffer = np.array(values, copy=True, order="K")
-        else:
-            np.copyto(buffer, values)
-        used[key] = buffer
-        return HostVar(buffer)
-
-    result = copy_tensors(data, jt.Var, copy)
-    if cache is not None:
-        cache.clear()
-        cache.update(used)
-    return result
+        return copy_tensors(data, jt.Var, copy)

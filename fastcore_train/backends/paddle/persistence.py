@@ -245,9 +245,7 @@ class PaddlePersistence(Persistence):
         paddle.save(obj, str(path))
 
     def host_copy(self, obj: Any) -> Any:
-        if not hasattr(self, "_host_tensors"):
-            self._host_tensors: dict = {}  # copied into by the next snapshot (see snapshot.py)
-        return snapshot.host_copy(obj, self._host_tensors)
+        return snapshot.host_copy(obj, self.host_buffers)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path), load_optimizer_state)

@@ -24,6 +24,7 @@ import torch
 
 from fastcore_train.backends.torch import rng, snapshot
 from fastcore_train.convert.optimizer_state import CONVERTED_KEY
+from fastcore_train.drivers.host_buffers import HostBuffers
 from fastcore_train.drivers.persistence import Persistence
 from fastcore_train.utils import safe_pickle
 from fastcore_train.utils.safe_pickle import TRUSTED_HINT, UnsafePickleError
@@ -92,6 +93,11 @@ class TorchPersistence(Persistence):
     saves_to_file_objects = True  # torch.save takes a file object: checkpoint files are hashed while written
     copies_in_background = True  # host copies release the GIL and record no autograd (see snapshot.py)
 
+    def __init__(self, driver: Any) -> None:
+        super().__init__(driver)
+        #: the buffers (batch-norm statistics...) copied at the save point, kept for the next save
+        self._frozen_buffers = HostBuffers()
+
     def save_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         torch.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), path, **kwargs)
 
@@ -113,14 +119,10 @@ class TorchPersistence(Persistence):
         torch.save(obj, path)
 
     def host_copy(self, obj: Any) -> Any:
-        if not hasattr(self, "_host_buffers"):
-            self._host_buffers: dict = {}  # reused by the next snapshot (see snapshot.py)
-        return snapshot.host_copy(obj, self._host_buffers)
+        return snapshot.host_copy(obj, self.host_buffers)
 
     def freeze_buffers(self, model_state: Any) -> Any:
-        if not hasattr(self, "_buffer_copies"):
-            self._buffer_copies: dict = {}
-        return snapshot.freeze_buffers(self.driver.unwrap_model(), model_state, self._buffer_copies)
+        return snapshot.freeze_buffers(self.driver.unwrap_model(), model_state, self._frozen_buffers)
 
     def load_training_state(self, path: Path) -> None:
         self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)
