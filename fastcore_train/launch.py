@@ -124,8 +124,8 @@ class WorkerGroup:
         self._an_end = threading.Event()
         self._giving_up = threading.Lock()
         for index, process in enumerate(processes):
-            threading.Thread(target=self._wait_for, args=(index, process), name=f"fastcore-train-rank-{index}",
-                             daemon=True).start()
+            threading.Thread(target=self._wait_for, args=(index, process),
+                             name=f"fastcore-train-rank-{self.ranks[index]}", daemon=True).start()
         self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
         self._watchdog.start()
         atexit.register(self._wait_at_exit)
@@ -210,7 +210,8 @@ class WorkerGroup:
         self._stopping = True
 
 
-def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]], output_from_new_proc: str) -> subprocess.Popen:
+def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]],
+                 output_from_new_proc: str) -> subprocess.Popen:
     """Start rank ``rank`` running this process's command line (see :func:`spawn_workers`)."""
     env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
     stdout, stderr = _output_streams(output_from_new_proc, rank)
