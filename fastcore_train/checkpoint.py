@@ -41,7 +41,7 @@ from fastcore_train.checkpoint_checksums import (ALGORITHM, ALGORITHM_KEY, META_
 from fastcore_train.checkpoint_errors import (CheckpointChecksumError, CheckpointError,  # noqa: F401
                                               CheckpointStateError, CheckpointTargetError)
 from fastcore_train.checkpoint_target import (check_checkpoint_target, checkpoint_target_problem,  # noqa: F401
-                                              is_checkpoint_folder)
+                                              concurrent_writer_problem, is_checkpoint_folder)
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.persistence import HostSnapshot
 from fastcore_train.log import logger
@@ -294,7 +294,7 @@ def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
     """Check that ``folder`` is a checkpoint this driver can load and return its metadata.
 
     Every file's checksum is verified too (see :func:`verify_checksums`)."""
-    folder = recover_folder(folder)
+    folder = recover_folder(folder, notify=logger.warning)
     if not folder.is_dir():
         raise FileNotFoundError(
             f"No checkpoint folder at {str(folder)!r}. Pass the folder given to save_checkpoint "

@@ -37,10 +37,11 @@ def new_hasher(algorithm: str = ALGORITHM) -> Any:
     """A fresh hash object (``update``/``hexdigest``) of ``algorithm``."""
     try:
         return _HASHERS[algorithm]()
-    except KeyError:
-        raise CheckpointError(f"The checkpoint's {META_FILE} names checksum algorithm {algorithm!r}; this "
-                              f"fastcore_train knows {', '.join(sorted(_HASHERS))}. Load it with the version "
-                              "that wrote it.") from None
+    except (KeyError, TypeError):
+        raise CheckpointError(f"The checkpoint's {META_FILE} names checksum algorithm {algorithm!r}, which this "
+                              f"fastcore_train does not know ({', '.join(sorted(_HASHERS))}): the file is damaged or "
+                              "was edited, or it was written by a newer version. Resume from another checkpoint, or "
+                              "load it with the version that wrote it.") from None
 
 
 def digest_of_file(path: Path, algorithm: str = ALGORITHM) -> str:
@@ -136,13 +137,38 @@ def file_checksums(folder: Path, known: Optional[dict[str, str]] = None) -> dict
     return {name: known[name] if name in known else computed[path] for path, name in zip(paths, names)}
 
 
+#: From this format on, every checkpoint records its checksums and their algorithm.
+CHECKSUMS_REQUIRED_FROM = 4
+
+
+def _check_checksum_record(folder: Path, meta: dict[str, Any]) -> None:
+    """A checkpoint of a format that always records its checksums must have them, whole: a
+    ``meta.json`` without them (or with them damaged) is an error naming it, never a silent
+    fall-back to loading unchecked (or to the older algorithm)."""
+    version = meta.get("format_version")
+    if not isinstance(version, int) or version < CHECKSUMS_REQUIRED_FROM:
+        return
+    checksums = meta.get("checksums")
+    missing = [key for key in ("checksums", ALGORITHM_KEY) if key not in meta]
+    damaged = not isinstance(checksums, dict) or not all(
+        isinstance(name, str) and isinstance(value, str) for name, value in checksums.items())
+    if missing or damaged:
+        what = f"has no {' and no '.join(repr(key) for key in missing)}" if missing else "has a damaged 'checksums' entry"
+        raise CheckpointChecksumError(
+            f"{str(folder / META_FILE)!r} {what}, which every checkpoint of format {version} records: the file was "
+            "damaged or edited, so the checkpoint's files cannot be checked and were not loaded. Resume from "
+            "another checkpoint.")
+
+
 def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
     """Raise :class:`CheckpointChecksumError` naming the first file of ``folder`` whose content
     differs from the checksum recorded in ``meta``, and :class:`CheckpointError` for a listed file
     gone from a folder that is still there (a whole missing entry is left to the loader, which
     names what it misses). Files added later are not checked. A checkpoint written before
-    checksums existed is loaded unchecked (said once, at INFO)."""
+    checksums existed (format < 4 without them) is loaded unchecked (said once, at INFO); one of
+    format 4 on without them is :class:`CheckpointChecksumError` naming ``meta.json``."""
     checksums = meta.get("checksums")
+    _check_checksum_record(folder, meta)
     if checksums is None:
         logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
                     "loaded without checking them.", str(folder))
@@ -160,5 +186,5 @@ def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
             raise CheckpointChecksumError(
                 f"Checkpoint file {str(path)!r} is not the file that was saved: its {algorithm} checksum differs "
                 f"from the one recorded in {META_FILE}, so it was changed or damaged after saving (a copy cut "
-                "short, a disk error, an edit). It was not loaded; resume from another checkpoint, e.g. an "
+                f"short, a disk error, an edit; or {META_FILE}'s record of it was). It was not loaded; resume from another checkpoint, e.g. an "
                 "earlier one.")

@@ -12,7 +12,7 @@ from typing import Optional
 
 from fastcore_train.checkpoint_checksums import META_FILE
 from fastcore_train.checkpoint_errors import CheckpointTargetError
-from fastcore_train.utils.atomic import blocking_file
+from fastcore_train.utils.atomic import blocking_file, target_busy
 
 
 def is_checkpoint_folder(folder: Path) -> bool:
@@ -54,3 +54,14 @@ def check_checkpoint_target(folder: os.PathLike) -> None:
     problem = checkpoint_target_problem(folder)
     if problem is not None:
         raise CheckpointTargetError(problem)
+
+
+def concurrent_writer_problem(folder: os.PathLike) -> Optional[str]:
+    """Why a checkpoint cannot be written to ``folder`` right now: another writer (another
+    Trainer, in this process or another) holds its lock; None when nobody does."""
+    owner = target_busy(Path(folder))
+    if owner is None:
+        return None
+    return (f"Cannot save a checkpoint to {str(folder)!r}: {owner} is saving one there right now, and two "
+            "writers to one folder would overwrite each other. Give each Trainer (each run) a checkpoint "
+            "folder of its own.")

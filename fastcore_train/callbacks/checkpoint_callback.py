@@ -1,6 +1,9 @@
 """``CheckpointCallback``: save checkpoints (or models) on a schedule, the last one, and the top k."""
 from __future__ import annotations
 
+import json
+import math
+import re
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -10,11 +13,14 @@ from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.events.callback import Callback
+from fastcore_train.log import logger
 from fastcore_train.utils.atomic import blocking_file
 
 EVALUATE_RESULTS_FILE = "evaluate_results.json"
 #: ``"trainer"`` is fastNLP 1.0's name for ``"checkpoint"`` (model plus everything needed to resume).
 SAVE_OBJECTS = ("model", "checkpoint", "trainer")
+#: The name of a top-k folder (see :class:`CheckpointCallback`).
+_TOP_K_NAME = re.compile(r"^epoch_(?P<epoch>\d+)-batch_(?P<batch>\d+)-.+_[^_]+$")
 
 
 class CheckpointCallback(Callback):
@@ -75,6 +81,7 @@ class CheckpointCallback(Callback):
         self.save_evaluate_results = save_evaluate_results
         self.run_folder: Optional[Path] = None
         self.topk_saved: list[tuple[float, str]] = []  # (value, folder name), best first
+        self._last_after_evaluation = False
 
     @property
     def callback_name(self) -> str:
@@ -102,15 +109,25 @@ class CheckpointCallback(Callback):
         if self.every_n_epochs and trainer.cur_epoch_idx % self.every_n_epochs == 0:
             self._save(trainer, self._position(trainer))
         if self.last:
-            self._save(trainer, "last")
+            if self.tracker is not None and trainer.evaluates_at_epoch_end():
+                self._last_after_evaluation = True  # so that `last` holds this epoch's top-k result too
+            else:
+                self._save(trainer, "last")
 
     def on_train_end(self, trainer: Any) -> None:
         if self.last and trainer.batch_idx_in_epoch:  # the run stopped inside an epoch, which stays open
             self._save(trainer, "last")
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
-        if self.tracker is None:
-            return
+        if self.tracker is not None:
+            self._keep_if_top_k(trainer, results)
+        if self._last_after_evaluation:
+            self._last_after_evaluation = False
+            self._save(trainer, "last")
+
+    def _keep_if_top_k(self, trainer: Any, results: dict) -> None:
+        """Save this evaluation when it is among the k best. The list saved with it (and with every
+        later checkpoint) already holds it, so a resume from any of them sees one coherent set."""
         value = self.tracker.value(results)
         if value is None:
             return
@@ -119,16 +136,25 @@ class CheckpointCallback(Callback):
         if worst_kept is not None and not self._better(value, worst_kept):
             return
         name = f"{self._position(trainer)}-{self.tracker.key(results)}_{value:.6g}".replace("#", "-")
-        self._save(trainer, name, results)
-        self.topk_saved.append((value, name))
-        self.topk_saved.sort(key=lambda item: item[0], reverse=self.tracker.larger_better)
-        if keep_all:
-            return
-        for _, dropped in self.topk_saved[self.topk:]:
-            if trainer.driver.comm.is_global_zero():  # once the better one is on disk
+        before = list(self.topk_saved)
+        ranked = sorted([item for item in self.topk_saved if item[1] != name] + [(value, name)],
+                        key=lambda item: item[0], reverse=self.tracker.larger_better)
+        kept, dropped = (ranked, []) if keep_all else (ranked[:self.topk], ranked[self.topk:])
+        self.topk_saved = kept
+        self.tracker.best = kept[0][0]
+        try:
+            self._save(trainer, name, results)
+        except BaseException:
+            self.topk_saved = before  # not saved: not kept
+            self.tracker.best = before[0][0] if before else None
+            raise
+        self._delete_when_written(trainer, [folder for _, folder in dropped])
+
+    def _delete_when_written(self, trainer: Any, names: Sequence[str]) -> None:
+        if trainer.driver.comm.is_global_zero():
+            for name in names:  # once the better one is on disk
                 trainer.after_checkpoint_written(
-                    lambda path=self.run_folder / dropped: shutil.rmtree(path, ignore_errors=True))
-        del self.topk_saved[self.topk:]
+                    lambda path=self.run_folder / name: shutil.rmtree(path, ignore_errors=True))
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
         if self.on_exceptions and isinstance(exception, self.on_exceptions):
@@ -146,6 +172,43 @@ class CheckpointCallback(Callback):
         self.topk_saved = [tuple(item) for item in states["topk_saved"]]
         if self.tracker is not None:
             self.tracker.best = states["best"]
+            self._adopt_unlisted_top_k(trainer)
+
+    def _adopt_unlisted_top_k(self, trainer: Any) -> None:
+        """Top-k folders of this run written up to the resumed point but missing from the loaded
+        list (checkpoints written before the list included them, e.g. an older ``last``) join it
+        again, and the set is trimmed back to k; folders of later points are left to be replaced."""
+        comm = trainer.driver.comm
+        found = self._unlisted_top_k(trainer) if comm.is_global_zero() else None
+        found = comm.broadcast_object(found)  # every rank keeps the same list (it decides collective saves)
+        if not found:
+            return
+        ranked = sorted(self.topk_saved + found, key=lambda item: item[0], reverse=self.tracker.larger_better)
+        kept, dropped = (ranked, []) if self.topk < 0 else (ranked[:self.topk], ranked[self.topk:])
+        logger.warning("CheckpointCallback: top-k checkpoint(s) %s in %s were missing from the resumed checkpoint's "
+                       "list (written before it recorded them); they are counted again%s.",
+                       ", ".join(name for _, name in found), str(self.run_folder),
+                       f", and {', '.join(name for _, name in dropped)} dropped to keep {self.topk}" if dropped else "")
+        self.topk_saved = kept
+        self.tracker.best = kept[0][0]
+        self._delete_when_written(trainer, [name for _, name in dropped])
+
+    def _unlisted_top_k(self, trainer: Any) -> list[tuple[float, str]]:
+        listed = {name for _, name in self.topk_saved}
+        found: list[tuple[float, str]] = []
+        for folder in sorted(self.run_folder.iterdir()) if self.run_folder.is_dir() else ():
+            match = _TOP_K_NAME.match(folder.name)
+            results_file = folder / EVALUATE_RESULTS_FILE
+            if match is None or folder.name in listed or not results_file.is_file() \
+                    or int(match["batch"]) > trainer.global_forward_batches:
+                continue
+            try:
+                value = self.tracker.value(json.loads(results_file.read_text(encoding="utf-8")))
+            except (OSError, ValueError):
+                continue
+            if value is not None and math.isfinite(value):
+                found.append((value, folder.name))
+        return found
 
     # ------------------------------------------------------------------ helpers
     def _better(self, value: float, other: float) -> bool:

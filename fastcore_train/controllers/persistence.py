@@ -90,7 +90,8 @@ class PersistenceMixin:
         error; :meth:`wait_for_checkpoint` waits too, and ``run`` does when it ends.
         """
         self.wait_for_checkpoint()
-        problem = ckpt.checkpoint_target_problem(folder) if self.driver.comm.is_global_zero() else None
+        problem = (ckpt.checkpoint_target_problem(folder) or ckpt.concurrent_writer_problem(folder)) \
+            if self.driver.comm.is_global_zero() else None
         problem = self.driver.comm.broadcast_object(problem)  # every rank raises alike, none waits
         if problem is not None:
             raise ckpt.CheckpointTargetError(problem)

@@ -285,8 +285,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                 self._fire("on_train_epoch_end")
                 guard.beat(state.global_forward_batches, EPOCH_END)
                 self.driver.comm.barrier()
-                if self.evaluator is not None and not callable(self.evaluate_every) and self.evaluate_every < 0 \
-                        and state.cur_epoch_idx % -self.evaluate_every == 0:
+                if self.evaluates_at_epoch_end():
                     self.run_evaluate()
                 if state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches():
                     self._stop_requested = guard.decide_stop(self._stop_requested, state.global_forward_batches,
@@ -368,6 +367,12 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             predictions = predictor.run(dataloader, output_dir)
         self.driver.set_model_mode("train")
         return predictions
+
+    def evaluates_at_epoch_end(self) -> bool:
+        """Whether an evaluation follows the end of the epoch just finished (``evaluate_every=-n``:
+        every n-th epoch); read from ``on_train_epoch_end``, which fires before it."""
+        return self.evaluator is not None and not callable(self.evaluate_every) and self.evaluate_every < 0 \
+            and self.state.cur_epoch_idx % -self.evaluate_every == 0
 
     def run_evaluate(self) -> dict[str, Any]:
         """Evaluate now (firing the evaluate events) and return the flat results."""

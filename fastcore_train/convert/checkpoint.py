@@ -65,6 +65,12 @@ def _read_source_meta(src: Path) -> dict[str, Any]:
         raise ConversionError(f"{str(src)!r} has checkpoint format {meta.get('format_version')!r}; the converter reads "
                               "format 3. Resume it with the fastcore_train that wrote it and save it again.")
     ckpt.verify_checksums(folder, meta)
+    backends = [entry.name for entry in all_backends()]
+    if meta.get("backend") not in backends:
+        what = "names no backend" if "backend" not in meta else f"names backend {meta.get('backend')!r}"
+        raise ConversionError(f"{str(src)!r}: its {ckpt.META_FILE} {what} (one of {', '.join(backends)}), so the "
+                              "framework that wrote its files is unknown; the file is damaged or was edited. Convert "
+                              "another checkpoint, or restore its meta.json.")
     if meta.get("custom_model_save") or not meta.get("only_state_dict", True):
         raise ConversionError(f"{str(src)!r} holds a model written by a model_save_fn or as a whole model object; the "
                               "converter reads state dicts only. Save the checkpoint with only_state_dict=True.")
@@ -193,7 +199,9 @@ def _convert(src: Path, dst: Path, to: str, weights_only: bool, same_backend: bo
             ckpt.write_json(staging / ckpt.CALLBACK_STATE_FILE, callback_states)
             for name, rank_state in rank_states.items():
                 write_rank_state(staging / name, dict(rank_state, framework=None))
-        ckpt.write_json(staging / ckpt.META_FILE, dict(target_meta, checksums=ckpt.file_checksums(staging)))
+        ckpt.write_json(staging / ckpt.META_FILE, dict(target_meta, format_version=ckpt.FORMAT_VERSION,
+                                                       checksums=ckpt.file_checksums(staging),
+                                                       **{ckpt.ALGORITHM_KEY: ckpt.ALGORITHM}))
     if not weights_only:
         logger.warning("Converted %r (%s) to %r (%s). Not converted: %s.", str(src), source.name, str(dst), to, RNG_NOTE)
     return dst

@@ -4,27 +4,44 @@ Everything is first written under a temporary sibling name and then renamed into
 rename within one filesystem is atomic, so readers see the old version or the new one, never a
 half-written one.
 
-Temporary names carry the writing host and process (``.<name>.tmp-<host>-<pid>-<tag>``), so a
-later write in the same folder can tell, without guessing, that a leftover came from a writer
-of ours that is gone, and remove it.
+Temporary names carry the writing host and process (``.<name>.tmp-<host>-<pid>-<tag>``), and so
+do the previous versions moved aside while a folder is replaced (``.<name>.old-<host>-<pid>-<tag>``):
+a later write in the same folder can tell, without guessing, that a leftover came from a writer of
+ours that is gone, and remove it. Names of any other shape (``ckpt.old-20241126``, a user's
+backup) are never touched.
+
+One writer at a time per target: :func:`begin_atomic` takes an exclusive lock
+(``.<name>.lock``, ``flock``) held until :func:`publish` or :func:`discard`, so two writers (two
+trainers, two processes) saving to one place cannot interleave; the second is told who holds it.
 """
 from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import hashlib
 import os
 import re
 import shutil
 import socket
+import threading
+import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
 
 PathLike = Union[str, os.PathLike]
 
-_ASIDE_NAME = re.compile(r"^.+\.old-[0-9a-f]{8}$")
 _TEMPORARY_NAME = re.compile(r"^\.(?P<name>.+)\.tmp-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<tag>[0-9a-f]{8})$")
+_ASIDE_NAME = re.compile(r"^\.(?P<name>.+)\.old-(?P<host>[0-9a-f]{8})-(?P<pid>\d+)-(?P<tag>[0-9a-f]{8})$")
+_LOCK_SUFFIX = ".fastcore-lock"
+_LOCK_NAME = re.compile(r"^\..+\.fastcore-lock$")
+#: How long :func:`begin_atomic` waits for another writer's lock on the same target to be freed.
+LOCK_WAIT_SECONDS = 60.0
+
+
+class TargetBusyError(RuntimeError):
+    """Another writer (another trainer or process) is writing to the same target right now."""
 
 
 def _host_id() -> str:
@@ -35,6 +52,94 @@ def _host_id() -> str:
 def temporary_sibling(target: Path) -> Path:
     """The temporary name a write to ``target`` is staged under."""
     return target.with_name(f".{target.name}.tmp-{_host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def aside_sibling(target: Path) -> Path:
+    """The name the previous version of ``target`` is moved aside to while it is replaced."""
+    return target.with_name(f".{target.name}.old-{_host_id()}-{os.getpid()}-{uuid.uuid4().hex[:8]}")
+
+
+def lock_path(target: Path) -> Path:
+    """The lock file that serialises writers of ``target`` (beside it, hidden)."""
+    return target.with_name(f".{target.name}{_LOCK_SUFFIX}")
+
+
+class _TargetLock:
+    """An exclusive ``flock`` on :func:`lock_path`; the file holds the owner's pid (for the message)
+    and is removed on release. A lock file removed under a waiting writer is detected (its inode
+    changed) and taken afresh, so two writers never both hold one."""
+
+    def __init__(self, target: Path) -> None:
+        self.path = lock_path(target)
+        self._descriptor: Optional[int] = None
+
+    def try_acquire(self) -> bool:
+        while True:
+            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                os.close(descriptor)
+                return False
+            except OSError as error:  # a filesystem without locks (some network mounts): write unlocked
+                os.close(descriptor)
+                if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
+                    return True
+                raise
+            try:
+                same = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
+            except FileNotFoundError:
+                same = False
+            if same:
+                os.ftruncate(descriptor, 0)
+                os.write(descriptor, f"{os.getpid()} {socket.gethostname()}\n".encode())
+                self._descriptor = descriptor
+                return True
+            os.close(descriptor)  # released and removed by its previous owner meanwhile: take the new one
+
+    def owner(self) -> str:
+        try:
+            pid, host = self.path.read_text(encoding="utf-8").split()[:2]
+        except (OSError, ValueError):
+            return "another writer"
+        return f"process {pid} on {host}" + (" (this process: another trainer or thread)"
+                                             if pid == str(os.getpid()) else "")
+
+    def release(self) -> None:
+        if self._descriptor is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        os.close(self._descriptor)  # (closing releases the flock)
+        self._descriptor = None
+
+
+_held_locks: dict[Path, _TargetLock] = {}  # by temporary path, from begin_atomic to publish/discard
+_held_locks_guard = threading.Lock()
+
+
+def _lock_target(target: Path, wait: float) -> _TargetLock:
+    lock = _TargetLock(target)
+    deadline = time.monotonic() + wait
+    while not lock.try_acquire():
+        if time.monotonic() >= deadline:
+            raise TargetBusyError(
+                f"{str(target)!r} is being written by {lock.owner()} (it holds {lock.path.name}); two writers to "
+                "one place would overwrite each other's files. Give each run (each Trainer) a folder of its "
+                "own, or wait for the other save to finish.")
+        time.sleep(0.05)
+    return lock
+
+
+def target_busy(target: Path) -> Optional[str]:
+    """Who is writing ``target`` now (a description), or None when nobody is."""
+    lock = _TargetLock(Path(target))
+    if not lock.path.exists():
+        return None
+    if lock.try_acquire():
+        lock.release()
+        return None
+    return lock.owner()
 
 
 def blocking_file(path: PathLike) -> Optional[Path]:
@@ -74,6 +179,11 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
         return removed
     host = _host_id()
     for entry in folder.iterdir():
+        if _LOCK_NAME.match(entry.name) and entry.is_file():  # a lock file no writer holds (its writer died)
+            lock = _TargetLock(entry.with_name(entry.name[1:-len(_LOCK_SUFFIX)]))
+            if lock.try_acquire():
+                lock.release()
+            continue
         match = _TEMPORARY_NAME.match(entry.name)
         if match is None or match["host"] != host:
             continue
@@ -84,16 +194,31 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
     return removed
 
 
-def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]] = None) -> Path:
-    """Check ``target`` (``check_target(target)`` raises when it must not be replaced), clear our
-    dead writers' leftovers beside it, and return the temporary path to write to; then
-    :func:`publish` it, or :func:`discard` it on failure. :func:`atomic_path` does all three."""
+def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]] = None,
+                 lock_wait: float = LOCK_WAIT_SECONDS) -> Path:
+    """Check ``target`` (``check_target(target)`` raises when it must not be replaced), take the
+    writer's lock on it, clear our dead writers' leftovers beside it, and return the temporary path
+    to write to; then :func:`publish` it, or :func:`discard` it on failure (either releases the
+    lock). :func:`atomic_path` does all three.
+    ``lock_wait``: how long to wait for another writer of ``target`` before :class:`TargetBusyError`.
+    """
     target = Path(target)
     if check_target is not None:
         check_target(target)
     target.parent.mkdir(parents=True, exist_ok=True)
+    lock = _lock_target(target, lock_wait)
     remove_stale_temporaries(target.parent)
-    return temporary_sibling(target)
+    temporary = temporary_sibling(target)
+    with _held_locks_guard:
+        _held_locks[temporary] = lock
+    return temporary
+
+
+def _release(temporary: Path) -> None:
+    with _held_locks_guard:
+        lock = _held_locks.pop(temporary, None)
+    if lock is not None:
+        lock.release()
 
 
 def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[Path], None]] = None,
@@ -103,34 +228,44 @@ def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[
     ``check_target`` runs again first, and ``target`` is left exactly as it was when it raises.
     A file replaces a file in one ``os.replace``. No rename puts a folder over a non-empty folder
     (nor a file over a folder, or a folder over a file), so then the old one is first moved aside
-    (``<name>.old-*``) and deleted only after the new one is in place; :func:`recover_folder` puts
-    it back if the process died in between. With ``previous`` (a list), the old folder is not
+    (:func:`aside_sibling`) and deleted only after the new one is in place; :func:`recover_folder`
+    puts it back if the process died in between. With ``previous`` (a list), the old folder is not
     deleted but appended to it, for the caller to delete once the new one is on disk
-    (:func:`make_durable`).
+    (:func:`make_durable`). The writer's lock on ``target`` is released either way.
     """
     target = Path(target)
-    if check_target is not None:
-        check_target(target)
-    if target.is_dir() or (temporary.is_dir() and target.exists()):
-        aside = target.with_name(f"{target.name}.old-{uuid.uuid4().hex[:8]}")
-        os.replace(target, aside)
-        os.replace(temporary, target)
-        if previous is None:
-            _remove(aside)
+    try:
+        if check_target is not None:
+            check_target(target)
+        if target.is_dir() or (temporary.is_dir() and target.exists()):
+            aside = aside_sibling(target)
+            os.replace(target, aside)
+            try:
+                os.replace(temporary, target)
+            except BaseException:
+                os.replace(aside, target)  # the previous version back where it was
+                raise
+            if previous is None:
+                _remove(aside)
+            else:
+                previous.append(aside)
         else:
-            previous.append(aside)
-    else:
-        os.replace(temporary, target)
+            os.replace(temporary, target)
+    finally:
+        _release(temporary)
 
 
 def discard(temporary: Path) -> None:
-    """Remove an unpublished temporary (file or folder), if it is there."""
-    _remove(temporary)
+    """Remove an unpublished temporary (file or folder), if it is there, and release its lock."""
+    try:
+        _remove(temporary)
+    finally:
+        _release(temporary)
 
 
 @contextlib.contextmanager
 def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]] = None,
-                previous: Optional[list[Path]] = None) -> Iterator[Path]:
+                previous: Optional[list[Path]] = None, lock_wait: float = LOCK_WAIT_SECONDS) -> Iterator[Path]:
     """Yield a temporary path to write a file or a folder to; on success it replaces ``target``
     (:func:`begin_atomic`, then :func:`publish`; the temporary is removed on failure).
 
@@ -138,12 +273,12 @@ def atomic_path(target: PathLike, check_target: Optional[Callable[[Path], None]]
     before anything is written and again just before the replacement, and ``target`` is then
     left exactly as it was. ``previous``: see :func:`publish`.
     """
-    temporary = begin_atomic(target, check_target)
+    temporary = begin_atomic(target, check_target, lock_wait)
     try:
         yield temporary
         publish(temporary, target, check_target, previous)
     finally:
-        _remove(temporary)
+        discard(temporary)
 
 
 def _fsync(path: Path) -> None:
@@ -174,19 +309,37 @@ def make_durable(path: PathLike, previous: list[Path]) -> None:
     cut leaves the old one beside it."""
     path = Path(path)
     flush_to_disk(path)
-    stale = [entry for entry in path.parent.iterdir() if _ASIDE_NAME.match(entry.name)
-             and entry.name.rsplit(".old-", 1)[0] == path.name]  # also those of a writer killed before this point
+    stale = _dead_writers_asides(path)  # also those of a writer killed before this point
     for aside in {*previous, *stale}:
         _remove(aside)
     if previous or stale:
         _fsync(path.parent)
 
 
-def recover_folder(target: PathLike) -> Path:
-    """Return ``target``, first restoring the moved-aside previous version if a crash lost it."""
+def _dead_writers_asides(target: Path) -> list[Path]:
+    """Previous versions of ``target`` moved aside by a writer of ours, on this host, whose
+    process is gone (its own asides it deletes itself)."""
+    if not target.parent.is_dir():
+        return []
+    host, found = _host_id(), []
+    for entry in target.parent.iterdir():
+        match = _ASIDE_NAME.match(entry.name)
+        if match and match["name"] == target.name and match["host"] == host \
+                and int(match["pid"]) != os.getpid() and _process_is_gone(int(match["pid"])):
+            found.append(entry)
+    return found
+
+
+def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = None) -> Path:
+    """Return ``target``, first restoring the previous version a writer of ours moved aside
+    (:func:`aside_sibling`) if it died before putting the new one in place. Only that name, from
+    this host, of a process that is gone, is ever restored; ``notify(message)`` is told when one is."""
     target = Path(target)
-    if not target.exists() and target.parent.is_dir():
-        aside = sorted(target.parent.glob(f"{target.name}.old-*"), key=os.path.getmtime)
-        if aside:
-            os.replace(aside[-1], target)
+    if not target.exists() and not target.is_symlink():
+        asides = sorted(_dead_writers_asides(target), key=os.path.getmtime)
+        if asides:
+            os.replace(asides[-1], target)
+            if notify is not None:
+                notify(f"{str(target)!r} was missing: a save replacing it was interrupted after moving the previous "
+                       f"version aside; that version ({asides[-1].name}) was put back in place.")
     return target

@@ -156,9 +156,9 @@ def test_a_blocking_save_keeps_the_checkpoint_it_replaces_until_the_new_one_is_o
     trainer.state.global_forward_batches = 77
     trainer.save_checkpoint(tmp_path / "ckpt")  # returns before anything is flushed
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names[0] == "ckpt" and len(names) == 2 and names[1].startswith("ckpt.old-")
+    assert names[1] == "ckpt" and len(names) == 2 and names[0].startswith(".ckpt.old-")
     assert json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())["state"]["global_forward_batches"] == 77
-    assert json.loads((tmp_path / names[1] / "trainer_state.json").read_text())["state"]["global_forward_batches"] == 4
+    assert json.loads((tmp_path / names[0] / "trainer_state.json").read_text())["state"]["global_forward_batches"] == 4
     released.set()
     trainer.wait_for_checkpoint()
     assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]

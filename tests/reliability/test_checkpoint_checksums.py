@@ -59,6 +59,7 @@ def test_a_checkpoint_with_sha256_checksums_is_verified_with_them(harness, saved
     trainer, folder = saved
     meta = json.loads((folder / META_FILE).read_text())
     del meta["checksum_algorithm"]
+    meta["format_version"] = 3
     meta["checksums"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in meta["checksums"]}
     (folder / META_FILE).write_text(json.dumps(meta))
     other = fresh(harness)
@@ -114,10 +115,44 @@ def test_a_missing_file_is_named(harness, saved):
 def test_a_checkpoint_without_checksums_still_loads(harness, saved, log_records):
     _, folder = saved
     meta = json.loads((folder / META_FILE).read_text())
-    del meta["checksums"]  # as written before checksums existed
+    del meta["checksums"]  # as written before checksums existed (format < 4)
+    del meta["checksum_algorithm"]
+    meta["format_version"] = 3
     (folder / META_FILE).write_text(json.dumps(meta))
     other = fresh(harness)
     other.load_checkpoint(folder)
     assert other.global_forward_batches == 4
     lines = [line for line in messages(log_records, logging.INFO) if "has no checksums" in line]
     assert len(lines) == 1 and str(folder) in lines[0]
+
+
+@pytest.mark.parametrize("edit", ["checksums removed", "algorithm key damaged", "algorithm value damaged",
+                                  "checksums damaged"])
+def test_a_current_meta_json_without_its_checksums_is_refused_naming_it(harness, saved, edit):
+    """Format 4 always records its checksums: a meta.json that lost them (an edit, a flipped byte in
+    a key) is never a silent downgrade to loading unchecked, nor blamed on an intact file."""
+    trainer, folder = saved
+    meta_path = folder / META_FILE
+    text = meta_path.read_text()
+    if edit == "checksums removed":
+        meta = json.loads(text)
+        del meta["checksums"]
+        text = json.dumps(meta)
+    elif edit == "algorithm key damaged":  # one flipped byte in the key's name
+        text = text.replace('"checksum_algorithm"', '"checksum_algorithn"')
+    elif edit == "algorithm value damaged":
+        text = text.replace('"xxh3_128"', '"xxh3_1:8"')
+    else:
+        meta = json.loads(text)
+        meta["checksums"] = ["not", "a", "record"]
+        text = json.dumps(meta)
+    meta_path.write_text(text)
+    flip_a_byte(largest_file(model_file(folder, trainer.driver)))  # and the weights changed too
+    other = fresh(harness)
+    before = harness.get_weights(other.model)
+    with pytest.raises(CheckpointError) as raised:
+        other.load_checkpoint(folder)
+    message = str(raised.value)
+    assert str(meta_path) in message or "meta.json" in message, message
+    assert "damaged or" in message and "callback_states" not in message, message
+    assert_weights_equal(harness.get_weights(other.model), before)

@@ -97,8 +97,10 @@ def rewrite_checksums(folder, how: str) -> None:
     meta = json.loads((folder / META_FILE).read_text())
     if how == "match":
         meta["checksums"] = file_checksums(folder)
-    else:
+    else:  # as an old checkpoint (format < 4) without checksums: format 4 on refuses a meta.json without them
         del meta["checksums"]
+        del meta["checksum_algorithm"]
+        meta["format_version"] = 3
     (folder / META_FILE).write_text(json.dumps(meta))
 
 
