@@ -2,11 +2,13 @@
 and ``fastcore-train convert SRC DST --to paddle``.
 
 ``python -m fastcore_train`` is the same program; usage lines and errors name the command the way
-it was run.
+it was run. Both import modules from the current folder (``class_path: mymodule.Net``): ``python -m``
+puts it first on ``sys.path``, and :func:`main` does the same for the console script.
 """
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from typing import Optional, Sequence
 
@@ -17,9 +19,22 @@ CONSOLE_NAME = "fastcore-train"
 MODULE_NAME = "python -m fastcore_train"
 
 
+def put_current_folder_on_path() -> None:
+    """Let ``class_path`` name modules of the current folder, as ``python -m`` does: put it first on
+    ``sys.path`` unless it is there already or Python was told not to (``-P``, ``PYTHONSAFEPATH``)."""
+    if getattr(sys.flags, "safe_path", False):
+        return
+    here = os.getcwd()
+    if not any(os.path.abspath(entry or os.curdir) == here for entry in sys.path):
+        sys.path.insert(0, here)
+
+
 def main(argv: Optional[Sequence[str]] = None, prog: str = CONSOLE_NAME) -> int:
-    """Run the command line ``argv`` (default: this process's); the exit status. ``prog`` is the
-    command's name in usage lines and errors."""
+    """Run the command line ``argv`` (default: this process's, and then the current folder is put on
+    ``sys.path`` as ``python -m`` does); the exit status. ``prog`` is the command's name in usage
+    lines and errors."""
+    if argv is None:
+        put_current_folder_on_path()
     from fastcore_train.cli.convert import add_convert_arguments, main_convert
     from fastcore_train.demo import add_demo_arguments, main_demo
 
