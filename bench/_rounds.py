@@ -4,6 +4,7 @@ Written once for every backend; the framework-specific parts live in ``bench/han
 """
 from __future__ import annotations
 
+import argparse
 import contextlib
 import gc
 import json
@@ -102,3 +103,20 @@ def measure_rss(argv_for: Callable[[str], list[str]], names: Sequence[str], runs
                 raise RuntimeError(f"RSS worker {name!r} failed ({done.returncode}):\n{done.stderr[-3000:]}")
             peaks[name].append(json.loads(done.stdout.strip().splitlines()[-1])["peak_rss_mib"])
     return peaks
+
+
+def bench_parser(description: str, backends: Sequence[str], rounds: int) -> argparse.ArgumentParser:
+    """The options every benchmark has: ``--backend`` (default torch) and ``--rounds``."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--backend", choices=backends, default="torch", help="framework (default torch)")
+    parser.add_argument("--rounds", type=int, default=rounds, help=f"interleaved timed rounds (default {rounds})")
+    return parser
+
+
+def require_at_least(parser: argparse.ArgumentParser, args: argparse.Namespace, minimum: int,
+                     names: Sequence[str]) -> None:
+    """Exit with the parser's usage error unless every option in ``names`` is at least ``minimum``."""
+    low = [name for name in names if getattr(args, name) < minimum]
+    if low:
+        flags = ", ".join(f"--{name.replace('_', '-')}" for name in low)
+        parser.error(f"{flags} must be >= {minimum}")

@@ -49,6 +49,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
+from bench import _rounds  # noqa: E402
 from bench.hands import BACKENDS  # noqa: E402
 
 SYNC_TARGET = 1.10
@@ -256,16 +257,13 @@ def rank_zero_sizes(trainer: Any, work: Path, world_sizes: tuple[int, ...] = (1,
 
 
 def parse_args(argv: Any) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=BACKENDS, default="torch", help="framework (default torch)")
-    parser.add_argument("--rounds", type=int, default=5, help="interleaved timed rounds (default 5)")
+    parser = _rounds.bench_parser(__doc__.split("\n\n")[0], BACKENDS, rounds=5)
     parser.add_argument("--features", type=int, default=1024, help="MLP inputs (default 1024)")
     parser.add_argument("--hidden", type=int, default=25600, help="MLP hidden units (default 25600: 100 MiB of weights)")
     parser.add_argument("--gap", type=int, default=4, help="batches in each contender's window (default 4)")
     parser.add_argument("--dir", default=None, help="where to write (default: a temporary folder)")
     args = parser.parse_args(argv)
-    if min(args.rounds, args.features, args.hidden, args.gap) < 1:
-        parser.error("--rounds, --features, --hidden and --gap must be >= 1")
+    _rounds.require_at_least(parser, args, 1, ("rounds", "features", "hidden", "gap"))
     return args
 
 

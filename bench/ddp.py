@@ -65,7 +65,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-from fastcore_train.launch import free_port  # noqa: E402  (stdlib only: loads no framework)
+from fastcore_train.parallel.launch import free_port  # noqa: E402  (stdlib only: loads no framework)
 
 TARGET = 1.6
 SIZES = (512, 2048, 2048, 10)

@@ -179,9 +179,7 @@ def profile_trainer(epoch: Callable[[], None], batches: int, top: int = 25) -> N
 
 # ---------------------------------------------------------------------- main
 def parse_args(argv: Any) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--backend", choices=BACKENDS, default="torch", help="framework (default torch)")
-    parser.add_argument("--rounds", type=int, default=20, help="interleaved timed rounds (default 20)")
+    parser = _rounds.bench_parser(__doc__.split("\n\n")[0], BACKENDS, rounds=20)
     parser.add_argument("--batches", type=int, default=300, help="batches per round = one epoch (default 300)")
     parser.add_argument("--threads", type=int, default=1, help="framework compute threads (default 1)")
     parser.add_argument("--warmup", type=int, default=2, help="untimed warm-up epochs per contender (default 2)")
@@ -192,11 +190,8 @@ def parse_args(argv: Any) -> argparse.Namespace:
     parser.add_argument("--profile", action="store_true", help="also cProfile one Trainer epoch")
     parser.add_argument("--rss-worker", choices=("hand", "trainer"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    for name in ("rounds", "batches", "threads", "import_runs", "rss_epochs"):
-        if getattr(args, name) < 1:
-            parser.error(f"--{name.replace('_', '-')} must be >= 1")
-    if args.warmup < 0 or args.rss_runs < 0:
-        parser.error("--warmup and --rss-runs must be >= 0")
+    _rounds.require_at_least(parser, args, 1, ("rounds", "batches", "threads", "import_runs", "rss_epochs"))
+    _rounds.require_at_least(parser, args, 0, ("warmup", "rss_runs"))
     return args
 
 

@@ -7,7 +7,10 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from fastcore_train.utils import moved_modules
 from fastcore_train.version import __version__
+
+moved_modules.install()  # old paths of modules that moved (fastcore_train.demo_config, ...) keep working
 
 _EXPORTS = {
     "Trainer": "fastcore_train.controllers.trainer",
@@ -25,10 +28,10 @@ _EXPORTS = {
     "Accuracy": "fastcore_train.metrics",
     "ClassifyFPreRecMetric": "fastcore_train.metrics",
     "SpanFPreRecMetric": "fastcore_train.metrics",
-    "ProgressCallback": "fastcore_train.callbacks.progress",
-    "RichProgress": "fastcore_train.callbacks.progress",
-    "TqdmProgress": "fastcore_train.callbacks.progress",
-    "RawTextProgress": "fastcore_train.callbacks.progress",
+    "ProgressCallback": "fastcore_train.controllers.progress",
+    "RichProgress": "fastcore_train.controllers.progress",
+    "TqdmProgress": "fastcore_train.controllers.progress",
+    "RawTextProgress": "fastcore_train.controllers.progress",
     "CheckpointCallback": "fastcore_train.callbacks.checkpoint_callback",
     "LoadBestModelCallback": "fastcore_train.callbacks.load_best_model",
     "EarlyStopCallback": "fastcore_train.callbacks.early_stop",
@@ -49,9 +52,9 @@ _EXPORTS = {
     "PaddleWarmupCallback": "fastcore_train.callbacks.warmup",
     "JittorWarmupCallback": "fastcore_train.callbacks.warmup",
     "OneflowWarmupCallback": "fastcore_train.callbacks.warmup",
-    "RichCallback": "fastcore_train.callbacks.progress",
-    "TqdmCallback": "fastcore_train.callbacks.progress",
-    "RawTextCallback": "fastcore_train.callbacks.progress",
+    "RichCallback": "fastcore_train.controllers.progress",
+    "TqdmCallback": "fastcore_train.controllers.progress",
+    "RawTextCallback": "fastcore_train.controllers.progress",
     "RandomSampler": "fastcore_train.samplers",
     "SequentialSampler": "fastcore_train.samplers",
     "SortedSampler": "fastcore_train.samplers",

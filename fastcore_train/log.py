@@ -14,8 +14,6 @@ import sys
 from pathlib import Path
 from typing import Optional, Union
 
-from fastcore_train.parallel.environment import RankFacts, detect_rank_facts
-
 LEVEL_ENV = "FASTCORE_TRAIN_LOG_LEVEL"
 ALL_RANKS_ENV = "FASTCORE_TRAIN_LOG_ALL_RANKS"
 _DATE_FORMAT = "%H:%M:%S"
@@ -23,25 +21,16 @@ _DATE_FORMAT = "%H:%M:%S"
 logger = logging.getLogger("fastcore_train")
 
 
-def _launched_rank_facts() -> RankFacts:
-    """The launcher's rank facts, read at import so that even lines logged before the Trainer
-    exists name the right rank (every registered backend's launcher is asked; no framework is
-    imported). The registry is imported here, once ``logger`` exists: modules it loads log too."""
-    from fastcore_train.drivers.registry import launch_environments
-
-    return detect_rank_facts(launch_environments())
-
-
-_LAUNCHED = _launched_rank_facts()
-
-
 class _RankState:
-    """Which rank this process is: the launcher's guess at import, then what :func:`set_rank` says."""
+    """Which rank this process is: rank 0 of 1 until the launcher's facts are adopted
+    (:func:`adopt_launched_rank`, called by the driver registry when it is imported, before any
+    backend or Trainer logs), then what :func:`set_rank` says."""
 
-    rank = _LAUNCHED.rank
-    world_size = _LAUNCHED.world_size
+    rank = 0
+    world_size = 1
     all_ranks = False
     level_set_by_user = False
+    rank_set = False
 
 
 def _format(rank: int, world_size: int) -> logging.Formatter:
@@ -77,15 +66,28 @@ def _install_console_handler() -> None:
 _install_console_handler()
 
 
+def adopt_launched_rank(rank: int, world_size: int) -> None:
+    """The launcher's guess of this process's rank (from its environment variables), so that
+    lines logged before the Trainer exists name the right rank; ignored once :func:`set_rank`
+    has spoken. The log sits below the parts that know launchers, so they tell it."""
+    if not _RankState.rank_set and (rank, world_size) != (_RankState.rank, _RankState.world_size):
+        _apply_rank(rank, world_size)
+
+
 def set_rank(rank: int, world_size: int, all_ranks: Optional[bool] = None) -> None:
     """Tell the logger which rank this process is (the Trainer does this once its driver is set up).
 
     Non-zero ranks drop to WARNING unless ``all_ranks`` (or ``FASTCORE_TRAIN_LOG_ALL_RANKS=1``)
     asks for every rank's INFO lines; a level given to :func:`set_log_level` is kept.
     """
-    _RankState.rank, _RankState.world_size = int(rank), int(world_size)
+    _RankState.rank_set = True
     if all_ranks is not None:
         _RankState.all_ranks = bool(all_ranks)
+    _apply_rank(rank, world_size)
+
+
+def _apply_rank(rank: int, world_size: int) -> None:
+    _RankState.rank, _RankState.world_size = int(rank), int(world_size)
     if not _RankState.level_set_by_user:
         logger.setLevel(_rank_level())
     for handler in list(logger.handlers):

@@ -13,7 +13,7 @@ import time
 
 SUPERVISOR = textwrap.dedent("""
     import os, signal, subprocess, sys, time
-    from fastcore_train.launch import WorkerGroup
+    from fastcore_train.parallel.launch import WorkerGroup
 
     def rank(code):
         return subprocess.Popen([sys.executable, "-c", "import os, signal, time\\n" + code])

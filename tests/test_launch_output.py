@@ -7,11 +7,11 @@ import textwrap
 
 import pytest
 
-from fastcore_train.launch import check_output_choice
+from fastcore_train.parallel.launch import check_output_choice
 
 SCRIPT = textwrap.dedent("""
     import sys
-    from fastcore_train.launch import redirect_own_output
+    from fastcore_train.parallel.launch import redirect_own_output
     redirect_own_output(sys.argv[1], int(sys.argv[2]))
     print("to stdout", flush=True)
     print("to stderr", file=sys.stderr, flush=True)

@@ -9,8 +9,8 @@ from fastcore_train.callbacks.lr_scheduler import LRSchedCallback
 from fastcore_train.callbacks.metric_log import MetricLogCallback
 from fastcore_train.callbacks.more_evaluate import MoreEvaluateCallback
 from fastcore_train.callbacks.nan_guard import NanGuardCallback, NonFiniteLossError
-from fastcore_train.callbacks.progress import (ProgressCallback, RawTextCallback, RawTextProgress, RichCallback,
-                                               RichProgress, TqdmCallback, TqdmProgress, choose_progress_callback)
+from fastcore_train.controllers.progress import (ProgressCallback, RawTextCallback, RawTextProgress, RichCallback,
+                                                 RichProgress, TqdmCallback, TqdmProgress, choose_progress_callback)
 from fastcore_train.callbacks.tensorboard_logger import TensorBoardCallback
 from fastcore_train.callbacks.timer import TimerCallback
 from fastcore_train.callbacks.warmup import (JittorWarmupCallback, OneflowWarmupCallback, PaddleWarmupCallback,

@@ -4,11 +4,10 @@ from __future__ import annotations
 import warnings
 from typing import Any, Optional
 
+from fastcore_train.checkpoint import LR_POSITION  # a converted checkpoint's schedule position (see convert/)
 from fastcore_train.events.callback import Callback
 
 _ATTRIBUTES = "__plain_attributes__"
-#: A converted checkpoint's schedule position (see fastcore_train/convert/checkpoint.py).
-LR_POSITION = "__lr_position__"
 
 
 def _is_plain(value: Any) -> bool:

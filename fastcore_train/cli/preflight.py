@@ -52,10 +52,10 @@ def _checked(check: Callable[[], Any], argv: Sequence[str]) -> None:
 
 def check_trainer_values(trainer: Any, argv: Sequence[str]) -> None:
     """Run the Trainer's own checks on the parsed ``trainer:`` values (a namespace of TrainerArgs fields)."""
-    from fastcore_train.callbacks.report_to import report_names
+    from fastcore_train.controllers.report_to import report_names
     from fastcore_train.controllers.arguments import check_run_arguments, check_trainer_arguments
     from fastcore_train.drivers.collectives import check_collective_timeout
-    from fastcore_train.launch import check_output_choice
+    from fastcore_train.parallel.launch import check_output_choice
 
     _checked(lambda: check_trainer_arguments(
         train_dataloader=(), n_epochs=trainer.n_epochs, evaluate_dataloaders=None, metrics=None,
@@ -73,7 +73,7 @@ def check_resume_from(resume_from: Optional[str], argv: Sequence[str]) -> None:
     """``trainer.resume_from`` must be a checkpoint folder (or one a crashed save moved aside)."""
     if resume_from is None:
         return
-    from fastcore_train.checkpoint_checksums import META_FILE
+    from fastcore_train.checkpoint.checksums import META_FILE
     folder = Path(resume_from)
     key = "trainer.resume_from"
     if not folder.exists():

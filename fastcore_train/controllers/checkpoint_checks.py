@@ -13,11 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
-from fastcore_train.checkpoint import CheckpointError
+from fastcore_train.checkpoint import OPTIMIZERS_KEY, CheckpointError  # noqa: F401 (OPTIMIZERS_KEY: its old home)
 from fastcore_train.utils.safe_pickle import UnsafePickleError
-
-#: The ``meta.json`` key listing the optimizer classes a checkpoint was saved with.
-OPTIMIZERS_KEY = "optimizers"
 
 
 def optimizer_classes(optimizers: Sequence[Any]) -> list[str]:

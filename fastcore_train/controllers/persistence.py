@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train import checkpoint as ckpt
-from fastcore_train.checkpoint_async import AsyncCheckpointWriter, flush_in_background, start_async_checkpoint
+from fastcore_train.checkpoint.async_writer import AsyncCheckpointWriter, flush_in_background, start_async_checkpoint
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
                                                           optimizer_classes)
 from fastcore_train.controllers.state import TrainerState
@@ -85,7 +85,7 @@ class PersistenceMixin:
         ``blocking=True`` returns once the checkpoint is in place, complete; it is then flushed to
         disk in the background, and a checkpoint it replaced is deleted only after that.
         ``blocking=False`` snapshots the state to host memory and returns; the files are written in
-        the background and published only when complete (see :mod:`fastcore_train.checkpoint_async`).
+        the background and published only when complete (see :mod:`fastcore_train.checkpoint.async_writer`).
         One write is in flight at a time: any save first waits for the previous one and raises its
         error; :meth:`wait_for_checkpoint` waits too, and ``run`` does when it ends.
         """
@@ -129,7 +129,7 @@ class PersistenceMixin:
 
     def wait_for_checkpoint(self) -> None:
         """Wait until the checkpoint in flight is published and on disk; raise its error if it
-        failed (:class:`~fastcore_train.checkpoint_async.AsyncCheckpointError`). No-op when none is.
+        failed (:class:`~fastcore_train.checkpoint.async_writer.AsyncCheckpointError`). No-op when none is.
         Call it before changing the model's parameters outside the optimizer step while an
         asynchronous save may be copying them."""
         writer = getattr(self, "_async_writer", None)

@@ -172,7 +172,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self._epoch_iterating = False
 
         all_callbacks = list(callbacks or ())
-        from fastcore_train.callbacks.progress import ProgressCallback, choose_progress_callback
+        from fastcore_train.controllers.progress import ProgressCallback, choose_progress_callback
         if any(isinstance(callback, ProgressCallback) for callback in all_callbacks):
             if options.get("progress_bar", "auto") not in ("auto", None):
                 logger.warning("A progress callback is among the callbacks, so progress_bar=%r is not used.",
@@ -184,7 +184,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             if progress is not None:
                 all_callbacks.append(progress)
         if options.get("report_to"):
-            from fastcore_train.callbacks.report_to import report_callbacks
+            from fastcore_train.controllers.report_to import report_callbacks
             all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
                                               options.get("report_every_n_batches", 50), options.get("run_name"))
         self.callback_manager = CallbackManager(all_callbacks)

@@ -24,8 +24,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 from fastcore_train import checkpoint as ckpt
-from fastcore_train.callbacks.lr_scheduler import LR_POSITION
-from fastcore_train.controllers.checkpoint_checks import OPTIMIZERS_KEY
+from fastcore_train.checkpoint import LR_POSITION, OPTIMIZERS_KEY
 from fastcore_train.convert import optimizer_state as optim
 from fastcore_train.convert.layout import Layout, UnmappableLayerError, layout_tensors, parameter_order
 from fastcore_train.convert.neutral_file import write_neutral_file

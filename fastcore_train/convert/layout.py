@@ -78,6 +78,28 @@ def torch_style_rnn_info(module: Any) -> Optional[dict[str, Any]]:
     return {"num_layers": int(module.num_layers), "bidirectional": bool(module.bidirectional)}
 
 
+def torch_style_layers(nn: Any, batch_norms: tuple[type, ...]) -> tuple[tuple[type, str], ...]:
+    """The standard-layer table of a framework that follows torch's class names (torch, oneflow):
+    ``nn`` is its module namespace, ``batch_norms`` its batch-norm classes (matched by subclass)."""
+    return ((nn.Linear, "linear"), (nn.Conv1d, "conv1d"), (nn.Conv2d, "conv2d"), (nn.Embedding, "embedding"),
+            (nn.LayerNorm, "layer_norm"), *((cls, "batch_norm") for cls in batch_norms), (nn.LSTM, "lstm"),
+            (nn.GRU, "gru"))
+
+
+#: torch-style optimizer class name -> neutral kind (torch and oneflow name them alike).
+TORCH_STYLE_OPTIMIZERS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}
+
+
+def torch_style_layer_kind(layers: tuple[tuple[type, str], ...]) -> Callable[[Any], Optional[tuple[str, dict[str, Any]]]]:
+    """``layer_kind(module)`` over a :func:`torch_style_layers` table, RNNs read as torch does."""
+    return lambda module: find_layer(module, layers, torch_style_rnn_info)
+
+
+def detached_numpy(value: Any) -> Any:
+    """A torch-style tensor's values as a numpy array (off the graph, on the host)."""
+    return value.detach().cpu().numpy()
+
+
 def torch_style_specs(kind: str, info: dict[str, Any], batch_count: bool = True) -> list[TensorSpec]:
     """The tensors of a ``kind`` layer as torch names them (the neutral names themselves); jittor
     and oneflow name them alike. ``batch_count``: batch norm keeps ``num_batches_tracked``."""

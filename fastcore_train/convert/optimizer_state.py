@@ -11,7 +11,7 @@ rate's schedule position moves with the scheduler, see ``checkpoint.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Iterator, Optional
 
 import numpy as np
 
@@ -82,6 +82,14 @@ def from_neutral(optimizer: NeutralOptimizer, order: list[str], layout: Layout,
     return replace(optimizer, slots=dict(sorted(slots.items())))
 
 
+def saved_optimizers(saved: list[dict[str, Any]], classes: list[str],
+                     kinds: dict[str, str]) -> Iterator[tuple[str, Optional[str], dict[str, Any]]]:
+    """``(class name, neutral kind, saved state)`` of each optimizer of a training-state file
+    (``kinds``: the backend's class name -> neutral kind; None for a class it does not map)."""
+    for class_name, state in zip(classes, saved):
+        yield class_name, kinds.get(class_name.rsplit(".", 1)[-1]), state
+
+
 def read_indexed_states(saved: list[dict[str, Any]], classes: list[str], kinds: dict[str, str],
                         slot_names: dict[str, str], to_numpy: Callable[[Any], np.ndarray],
                         step: Callable[[dict[str, Any]], Optional[int]]) -> list[NeutralOptimizer]:
@@ -89,8 +97,7 @@ def read_indexed_states(saved: list[dict[str, Any]], classes: list[str], kinds: 
     {name: tensor}}}``, torch and oneflow): ``kinds`` maps class names to neutral kinds,
     ``slot_names`` neutral slot names to the framework's, ``step(state)`` reads the step count."""
     result = []
-    for class_name, state in zip(classes, saved):
-        kind = kinds.get(class_name.rsplit(".", 1)[-1])
+    for class_name, kind, state in saved_optimizers(saved, classes, kinds):
         slots = {int(index): {neutral: to_numpy(entry[name]) for neutral, name in slot_names.items()
                               if entry.get(name) is not None}
                  for index, entry in state["state"].items() if isinstance(entry, dict)}
@@ -105,6 +112,20 @@ def indexed_state(optimizer: NeutralOptimizer, framework: str, slot_names: dict[
     check_slots(optimizer, framework)
     return {index: {slot_names[neutral]: to_tensor(np.array(value)) for neutral, value in slots.items()}
             for index, slots in optimizer.slots.items()}
+
+
+def converted_indexed_states(optimizers: list[NeutralOptimizer], framework: str, slot_names: dict[str, str],
+                             to_tensor: Callable[[np.ndarray], Any],
+                             add_step: Callable[[dict[Any, Any], NeutralOptimizer], None]) -> list[dict[str, Any]]:
+    """The optimizer entries of a converted torch-style training state (torch and oneflow), one
+    per optimizer: :func:`indexed_state`, then ``add_step(state, optimizer)`` records the step
+    count where the framework keeps it, then :func:`converted_indexed_state`."""
+    states = []
+    for optimizer in optimizers:
+        state = indexed_state(optimizer, framework, slot_names, to_tensor)
+        add_step(state, optimizer)
+        states.append(converted_indexed_state(state))
+    return states
 
 
 def converted_indexed_state(state: dict[Any, Any]) -> dict[str, Any]:

@@ -7,7 +7,7 @@ a driver's :class:`Persistence` supplies the files of its framework: the model, 
 A backend subclasses it in ``backends/<name>/persistence.py``; sharded drivers, whose saving is
 collective, subclass that.
 
-Asynchronous checkpoints (:mod:`fastcore_train.checkpoint_async`) need three more things of a
+Asynchronous checkpoints (:mod:`fastcore_train.checkpoint.async_writer`) need three more things of a
 backend: :meth:`Persistence.model_state` and :meth:`Persistence.training_state_object` (what the
 two files hold), :meth:`Persistence.write_object` (the framework's save of such an object), and
 ``host_copy`` from its ``backends/<name>/snapshot.py`` (those objects with every tensor copied to

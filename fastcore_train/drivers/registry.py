@@ -11,8 +11,9 @@ from dataclasses import dataclass
 from types import ModuleType
 from typing import Any, Optional
 
+from fastcore_train.log import adopt_launched_rank
 from fastcore_train.parallel.environment import (MPIRUN, ONEFLOW_LAUNCH, PADDLE_LAUNCH, TORCHRUN,
-                                                 LaunchEnvironment)
+                                                 LaunchEnvironment, detect_rank_facts)
 
 #: What every backend subpackage must expose (checked when it is first loaded).
 BACKEND_FUNCTIONS = ("create_driver", "is_model", "seed_framework", "build_demo")
@@ -86,6 +87,18 @@ def register_backend(entry: BackendEntry) -> None:
         for keyword in set(entry.owned_kwargs) & set(other.owned_kwargs):
             raise ValueError(f"Keyword argument {keyword!r} already belongs to backend {other.name!r}.")
     _BACKENDS[entry.name] = entry
+    if entry.launch_environment is not None:
+        _tell_the_log_which_rank()
+
+
+def _tell_the_log_which_rank() -> None:
+    """Hand the launchers' rank facts to the log (which sits below this layer), so that even lines
+    logged before the Trainer exists name the right rank. No framework is imported."""
+    try:
+        facts = detect_rank_facts(launch_environments())
+    except ValueError:  # a job that looks half-launched: the Trainer says so when it sets up its ranks
+        return
+    adopt_launched_rank(facts.rank, facts.world_size)
 
 
 def unregister_backend(name: str) -> None:

@@ -26,7 +26,7 @@ import threading
 from abc import ABC, abstractmethod
 from typing import NoReturn, Optional, Sequence
 
-from fastcore_train.launch import (WorkerGroup, check_output_choice, command_line, spawn_workers,
+from fastcore_train.parallel.launch import (WorkerGroup, check_output_choice, command_line, spawn_workers,
                                    stop_job_after_failure)
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV

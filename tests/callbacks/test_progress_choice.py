@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from fastcore_train.callbacks.progress import (RawTextProgress, RichProgress, TqdmProgress,
+from fastcore_train.controllers.progress import (RawTextProgress, RichProgress, TqdmProgress,
                                                choose_progress_callback)
 
 

@@ -28,7 +28,7 @@ def broken(tmp_path: Path, old: str, new: str) -> tuple[Path, int]:
     ("n_epochs: 5", "n_epochs: five", "trainer.n_epochs", "int"),
     ("hidden: 128", "hidden: lots", "model.init_args.hidden", "int"),
     ("digits_adam", "digits_adamx", "optimizer.class_path", "has no 'digits_adamx'"),
-    ("fastcore_train.demo_config.digits_model", "no_such_package.Model", "model.class_path",
+    ("fastcore_train.demo.config.digits_model", "no_such_package.Model", "model.class_path",
      "No module named 'no_such_package'"),
 ])
 def test_a_bad_key_is_named_with_its_file_line(tmp_path, old, new, key, says):

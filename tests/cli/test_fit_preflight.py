@@ -164,7 +164,7 @@ def test_the_console_script_imports_modules_of_the_current_folder(tmp_path):
     if not script.exists():
         pytest.skip(f"no console script beside {sys.executable} (fastcore-train is not installed there)")
     (tmp_path / "localmod.py").write_text(LOCAL_MODULE)
-    path, _ = example_with(tmp_path, "fastcore_train.demo_config.digits_model", "localmod.make_model")
+    path, _ = example_with(tmp_path, "fastcore_train.demo.config.digits_model", "localmod.make_model")
     path.write_text(path.read_text().replace("    hidden: 128", "    width: 8"))
     env = {"PYTHONPATH": str(ROOT), "PATH": "/usr/bin:/bin"}
     for command in ([str(script)], [sys.executable, "-m", "fastcore_train"]):

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from fastcore_train import CheckpointCallback, Callback
-from fastcore_train.checkpoint_async import AsyncCheckpointError
+from fastcore_train.checkpoint.async_writer import AsyncCheckpointError
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, make_trainer
 

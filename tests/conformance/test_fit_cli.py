@@ -11,7 +11,7 @@ import yaml
 from fastcore_train import Accuracy, Trainer
 from fastcore_train.cli.errors import ConfigError
 from fastcore_train.cli.fit import build_and_run, parse
-from fastcore_train.demo_config import digits_adam, digits_dataloaders, digits_model
+from fastcore_train.demo.config import digits_adam, digits_dataloaders, digits_model
 from fastcore_train.seeding import seed_everything
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "digits.yaml"
@@ -83,7 +83,7 @@ def test_a_device_the_driver_refuses_is_a_config_error_naming_the_key(harness, t
 
 TARGETS = '''
 import numpy as np
-from fastcore_train.demo_config import digits_model
+from fastcore_train.demo.config import digits_model
 
 _MLP = type(digits_model({driver!r}, hidden=8))
 
@@ -103,9 +103,9 @@ CONFIG = '''
 model:
   class_path: {module}.DigitsNet
 data:
-  class_path: fastcore_train.demo_config.digits_dataloaders
+  class_path: fastcore_train.demo.config.digits_dataloaders
 optimizer:
-  class_path: fastcore_train.demo_config.digits_adam
+  class_path: fastcore_train.demo.config.digits_adam
 metrics:
   by_function: {module}.accuracy
   by_class: {{class_path: fastcore_train.metrics.Accuracy}}

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
-from fastcore_train.launch import free_port
+from fastcore_train.parallel.launch import free_port
 from tests.processes import run_process_tree
 
 # Launcher variables a framework import may have put into the test process's environment

@@ -15,19 +15,27 @@ import torch.nn.functional as TF
 from tests.numpy_rows import NumpyRows
 
 
-class TorchMLP(torch.nn.Module):
+class Steps:
+    """The steps both frameworks' models share; each model class names its ``cross_entropy``."""
+
+    cross_entropy: Any
+
+    def train_step(self, x: Any, y: Any) -> dict[str, Any]:
+        return {"loss": self.cross_entropy(self(x), y)}
+
+    def evaluate_step(self, x: Any, y: Any) -> dict[str, Any]:
+        return {"pred": self(x).argmax(-1), "target": y}
+
+
+class TorchMLP(Steps, torch.nn.Module):
+    cross_entropy = staticmethod(TF.cross_entropy)
+
     def __init__(self) -> None:
         super().__init__()
         self.fc1, self.fc2 = torch.nn.Linear(64, 32), torch.nn.Linear(32, 10)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.fc2(torch.relu(self.fc1(x.reshape(x.shape[0], -1))))
-
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"loss": TF.cross_entropy(self(x), y)}
-
-    def evaluate_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"pred": self(x).argmax(-1), "target": y}
 
 
 class TorchCNN(TorchMLP):
@@ -39,19 +47,15 @@ class TorchCNN(TorchMLP):
         return self.fc(torch.relu(self.conv(x.reshape(x.shape[0], 1, 8, 8))).reshape(x.shape[0], -1))
 
 
-class PaddleMLP(paddle.nn.Layer):
+class PaddleMLP(Steps, paddle.nn.Layer):
+    cross_entropy = staticmethod(PF.cross_entropy)
+
     def __init__(self) -> None:
         super().__init__()
         self.fc1, self.fc2 = paddle.nn.Linear(64, 32), paddle.nn.Linear(32, 10)
 
     def forward(self, x: paddle.Tensor) -> paddle.Tensor:
         return self.fc2(PF.relu(self.fc1(x.reshape([x.shape[0], -1]))))
-
-    def train_step(self, x: paddle.Tensor, y: paddle.Tensor) -> dict[str, paddle.Tensor]:
-        return {"loss": PF.cross_entropy(self(x), y)}
-
-    def evaluate_step(self, x: paddle.Tensor, y: paddle.Tensor) -> dict[str, paddle.Tensor]:
-        return {"pred": self(x).argmax(-1), "target": y}
 
 
 class PaddleCNN(PaddleMLP):

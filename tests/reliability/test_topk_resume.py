@@ -10,7 +10,7 @@ import pytest
 
 from fastcore_train import Callback, CheckpointCallback
 from fastcore_train.checkpoint import CALLBACK_STATE_FILE, META_FILE
-from fastcore_train.checkpoint_checksums import file_checksums
+from fastcore_train.checkpoint.checksums import file_checksums
 from tests.conformance.test_callbacks import scripted_trainer
 from tests.reliability.conftest import messages
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from fastcore_train.checkpoint_async import AsyncCheckpointError, AsyncCheckpointWriter
+from fastcore_train.checkpoint.async_writer import AsyncCheckpointError, AsyncCheckpointWriter
 
 
 def test_an_action_queued_while_a_job_runs_runs_after_it():

@@ -50,7 +50,7 @@ def jittor_defaults(environ: Mapping[str, str], gpu_driver: Optional[bool] = Non
 def _rerun_command() -> Optional[list[str]]:
     """This process's command line, when running it again is safe (a script, ``-m`` or ``-c``;
     not an interactive interpreter or a notebook kernel)."""
-    from fastcore_train.launch import command_line
+    from fastcore_train.parallel.launch import command_line
 
     original = getattr(sys, "orig_argv", None) or sys.argv
     if len(original) < 2 or sys.flags.interactive or "ipykernel" in sys.modules or not sys.argv[0]:

@@ -1,4 +1,4 @@
-"""The demo task in jittor: the shared MLP (:mod:`fastcore_train.demo_task`) as a ``jittor.Module``,
+"""The demo task in jittor: the shared MLP (:mod:`fastcore_train.data.digits_task`) as a ``jittor.Module``,
 jittor Datasets over the numpy arrays (a jittor Dataset is its own loader), and Adam."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import numpy as np
 from jittor.dataset import Dataset
 
 from fastcore_train.data import DigitsData
-from fastcore_train.demo_task import ArrayRows, DemoFramework, DemoMLP, DemoTask, build_demo_task
+from fastcore_train.data.digits_task import ArrayRows, DemoFramework, DemoMLP, DemoTask, build_demo_task
 
 
 class DigitsMLP(DemoMLP, jt.Module):
@@ -35,7 +35,7 @@ def _seed(seed: int) -> None:
     jt.set_seed(seed)
 
 
-#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo.config).
 FRAMEWORK = DemoFramework(
     seed=_seed, model=DigitsMLP,
     dataloader=lambda x, y, size, shuffle, _: ArrayDataset(x, y, size, shuffle=shuffle),

@@ -17,7 +17,7 @@ import numpy as np
 
 from fastcore_train.backends.jittor.persistence import TRAINING_STATE_FORMAT, JittorPersistence, load_file
 from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, find_layer, torch_style_rnn_info, torch_style_specs
-from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
+from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots, saved_optimizers
 
 #: The model file name's suffix in a checkpoint.
 MODEL_SUFFIX = JittorPersistence.model_file_suffix
@@ -70,10 +70,8 @@ def load_state(model: Any, state: dict[str, np.ndarray]) -> None:
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a jittor training-state file, by index of parameter."""
-    saved = load_file(path)
     result = []
-    for class_name, state in zip(classes, saved["optimizers"]):
-        kind = OPTIMIZERS.get(class_name.rsplit(".", 1)[-1])
+    for class_name, kind, state in saved_optimizers(load_file(path)["optimizers"], classes, OPTIMIZERS):
         defaults = state["defaults"]
         slots: dict[Any, dict[str, np.ndarray]] = {}
         index = 0

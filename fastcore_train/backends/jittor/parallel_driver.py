@@ -23,7 +23,7 @@ from fastcore_train.backends.jittor.single_driver import JittorSingleDriver
 from fastcore_train.backends.jittor.world import JittorCollectives
 from fastcore_train.log import logger
 from fastcore_train.samplers.adapt import BatchedIndices
-from fastcore_train.launch import check_output_choice, redirect_own_output
+from fastcore_train.parallel.launch import check_output_choice, redirect_own_output
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 
 

@@ -1,4 +1,4 @@
-"""The demo task in oneflow (the shared :mod:`fastcore_train.demo_task` with oneflow's module,
+"""The demo task in oneflow (the shared :mod:`fastcore_train.data.digits_task` with oneflow's module,
 dataset, dataloader and Adam)."""
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import oneflow as flow
 from oneflow.utils.data import DataLoader, Dataset
 
 from fastcore_train.data import DigitsData
-from fastcore_train.demo_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
+from fastcore_train.data.digits_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
 
 
 class DigitsMLP(DemoMLP, flow.nn.Module):
@@ -29,7 +29,7 @@ def _adam(model: flow.nn.Module, lr: float) -> flow.optim.Optimizer:
     return flow.optim.Adam(model.parameters(), lr=lr)
 
 
-#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo.config).
 FRAMEWORK = DemoFramework(seed=flow.manual_seed, model=DigitsMLP, dataloader=_dataloader, optimizer=_adam)
 
 

@@ -14,7 +14,7 @@ from typing import Any, Optional, Sequence
 import oneflow as flow
 
 from fastcore_train.drivers.collectives import Collectives
-from fastcore_train.launch import free_port
+from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
 
 

@@ -1,4 +1,4 @@
-"""The demo task in paddle: the shared MLP (:mod:`fastcore_train.demo_task`) as a
+"""The demo task in paddle: the shared MLP (:mod:`fastcore_train.data.digits_task`) as a
 ``paddle.nn.Layer``, ``paddle.io`` dataloaders over the numpy arrays (paddle collates them into
 tensors), and Adam."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import paddle
 from paddle.io import DataLoader, Dataset
 
 from fastcore_train.data import DigitsData
-from fastcore_train.demo_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
+from fastcore_train.data.digits_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
 
 
 class DigitsMLP(DemoMLP, paddle.nn.Layer):
@@ -27,7 +27,7 @@ def _dataloader(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, se
     return DataLoader(rows, batch_size=batch_size, shuffle=shuffle)
 
 
-#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo.config).
 FRAMEWORK = DemoFramework(
     seed=paddle.seed, model=DigitsMLP, dataloader=_dataloader,
     optimizer=lambda model, lr: paddle.optimizer.Adam(learning_rate=lr, parameters=model.parameters()))

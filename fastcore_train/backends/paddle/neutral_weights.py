@@ -18,7 +18,7 @@ import paddle
 
 from fastcore_train.backends.paddle.persistence import PaddlePersistence, FORMAT, load_file
 from fastcore_train.convert.layout import RNN_KINDS, TensorSpec, find_layer, rnn_tensor_names
-from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots
+from fastcore_train.convert.optimizer_state import CONVERTED_KEY, NeutralOptimizer, check_slots, saved_optimizers
 from fastcore_train.drivers.persistence import training_state_layout
 
 #: The model file name's suffix in a checkpoint.
@@ -89,10 +89,8 @@ def _steps(beta_pow: np.ndarray, beta: float) -> int:
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a paddle training-state file, by index of parameter."""
-    saved = load(path)
     result = []
-    for class_name, state in zip(classes, saved["optimizers"]):
-        kind = OPTIMIZERS.get(class_name.rsplit(".", 1)[-1])
+    for class_name, kind, state in saved_optimizers(load(path)["optimizers"], classes, OPTIMIZERS):
         accumulators = state["accumulators"]
         slots: dict[Any, dict[str, np.ndarray]] = {}
         for neutral, name in ACCUMULATORS.items():

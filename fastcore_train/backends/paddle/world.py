@@ -14,7 +14,7 @@ from typing import Optional
 
 import paddle.distributed as dist
 
-from fastcore_train.launch import free_port
+from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts
 
 def world_from_environment() -> Optional[RankFacts]:

@@ -11,7 +11,7 @@ from fastcore_train.backends.torch.demo import build_demo
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.backends.torch.devices import DEVICES
 from fastcore_train.backends.torch.world import world_from_environment, world_from_process_group
-from fastcore_train.launch import free_port
+from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import TORCHRUN
 from fastcore_train.parallel.launcher import Launcher, choose_launcher
 from fastcore_train.parallel.placement import Placement

@@ -43,7 +43,7 @@ from fastcore_train.backends.torch.persistence import TorchPersistence, load_fil
 from fastcore_train.backends.torch.precision import DeepSpeedPrecision
 from fastcore_train.backends.torch.world import world_from_environment
 from fastcore_train.parallel.environment import RankFacts
-from fastcore_train.launch import free_port
+from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import TORCHRUN
 
 # deepspeed itself (seconds to import) is imported where it is used, after a self-launching rank 0

@@ -1,6 +1,6 @@
 """The demo task in torch: the shared MLP as a ``torch.nn.Module``, tensor datasets, Adam.
 
-What every backend shares is :mod:`fastcore_train.demo_task`; only torch's calls are here.
+What every backend shares is :mod:`fastcore_train.data.digits_task`; only torch's calls are here.
 """
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import torch
 from torch.utils.data import DataLoader, Dataset
 
 from fastcore_train.data import DigitsData
-from fastcore_train.demo_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
+from fastcore_train.data.digits_task import DemoFramework, DemoMLP, DemoTask, SizedArrayRows, build_demo_task
 
 
 class DigitsMLP(DemoMLP, torch.nn.Module):
@@ -30,7 +30,7 @@ def _dataloader(x: np.ndarray, y: np.ndarray, batch_size: int, shuffle: bool, se
     return DataLoader(dataset, batch_size=batch_size, shuffle=shuffle, generator=generator)
 
 
-#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo_config).
+#: The framework's calls for the demo (also used by the digits config functions, fastcore_train.demo.config).
 FRAMEWORK = DemoFramework(seed=torch.manual_seed, model=DigitsMLP, dataloader=_dataloader,
                           optimizer=lambda model, lr: torch.optim.Adam(model.parameters(), lr=lr))
 

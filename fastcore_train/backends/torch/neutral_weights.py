@@ -6,41 +6,29 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Optional
 
-import numpy as np
 import torch
 
 from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
-from fastcore_train.convert.layout import find_layer, torch_style_rnn_info, torch_style_specs
-from fastcore_train.convert.optimizer_state import (NeutralOptimizer, converted_indexed_state, indexed_state,
+from fastcore_train.convert.layout import (TORCH_STYLE_OPTIMIZERS, detached_numpy, torch_style_layer_kind,
+                                          torch_style_layers, torch_style_specs)
+from fastcore_train.convert.optimizer_state import (NeutralOptimizer, converted_indexed_states,
                                                     read_indexed_states)
 from fastcore_train.drivers.persistence import training_state_layout
 
 #: The model file name's suffix in a checkpoint.
 MODEL_SUFFIX = TorchPersistence.model_file_suffix
-_nn = torch.nn
-LAYERS = ((_nn.Linear, "linear"), (_nn.Conv1d, "conv1d"), (_nn.Conv2d, "conv2d"), (_nn.Embedding, "embedding"),
-          (_nn.LayerNorm, "layer_norm"), (_nn.modules.batchnorm._BatchNorm, "batch_norm"), (_nn.LSTM, "lstm"),
-          (_nn.GRU, "gru"))
-#: torch optimizer class name -> neutral kind, and back.
-OPTIMIZERS = {"SGD": "sgd", "Adam": "adam", "AdamW": "adamw"}
+LAYERS = torch_style_layers(torch.nn, (torch.nn.modules.batchnorm._BatchNorm,))
+OPTIMIZERS = TORCH_STYLE_OPTIMIZERS
 OPTIMIZER_CLASSES = {"sgd": "torch.optim.sgd.SGD", "adam": "torch.optim.adam.Adam", "adamw": "torch.optim.adamw.AdamW"}
 #: neutral slot -> torch state name (the neutral names are torch's)
 SLOTS = {"momentum_buffer": "momentum_buffer", "exp_avg": "exp_avg", "exp_avg_sq": "exp_avg_sq"}
 
 
-def layer_kind(module: Any) -> Optional[tuple[str, dict[str, Any]]]:
-    """``(kind, info)`` of a standard layer, None for any other module."""
-    return find_layer(module, LAYERS, torch_style_rnn_info)
-
-
+#: ``(kind, info)`` of a standard layer, None for any other module.
+layer_kind = torch_style_layer_kind(LAYERS)
 #: the tensors of each layer kind: named and laid out as torch does
 tensor_specs = torch_style_specs
-
-
-def to_numpy(value: Any) -> np.ndarray:
-    return value.detach().cpu().numpy()
-
-
+to_numpy = detached_numpy
 from_numpy = torch.from_numpy
 load = load_file
 
@@ -60,17 +48,16 @@ def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     return read_indexed_states(load_file(path)["optimizers"], classes, OPTIMIZERS, SLOTS, to_numpy, _step)
 
 
+def _add_step(state: dict[Any, Any], optimizer: NeutralOptimizer) -> None:
+    if optimizer.kind in ("adam", "adamw"):  # torch counts Adam's steps per parameter
+        for entry in state.values():
+            entry["step"] = torch.tensor(float(optimizer.step or 0))
+
+
 def write_optimizers(optimizers: list[NeutralOptimizer], path: Path, shapes: list[tuple[int, ...]]) -> None:
     """A torch training-state file; the hyperparameters (param_groups) are taken from the
     optimizer the state is loaded into (see ``persistence.py``)."""
-    states = []
-    for optimizer in optimizers:
-        state = indexed_state(optimizer, "torch", SLOTS, torch.from_numpy)
-        if optimizer.kind in ("adam", "adamw"):
-            for entry in state.values():
-                entry["step"] = torch.tensor(float(optimizer.step or 0))
-        states.append(converted_indexed_state(state))
-    save(training_state_layout(states), path)
+    save(training_state_layout(converted_indexed_states(optimizers, "torch", SLOTS, torch.from_numpy, _add_step)), path)
 
 
 def optimizer_class(optimizer: NeutralOptimizer) -> str:

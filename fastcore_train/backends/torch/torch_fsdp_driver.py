@@ -146,7 +146,7 @@ class TorchFSDPPersistence(TorchPersistence):
 
     Asynchronous checkpoints: a full state dict is gathered at the save point (collective, on the
     training thread), copied to host memory on rank 0 and written there by the shared background
-    thread (:mod:`fastcore_train.checkpoint_async`); a sharded one goes through
+    thread (:mod:`fastcore_train.checkpoint.async_writer`); a sharded one goes through
     ``torch.distributed.checkpoint.async_save`` on every rank (:meth:`start_async_write`).
     """
 

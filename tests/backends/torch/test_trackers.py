@@ -58,7 +58,7 @@ def test_mlflow_holds_the_listener_values_across_stop_and_resume(harness, tmp_pa
 
 
 def test_report_to_builds_the_named_trackers(tmp_path):
-    from fastcore_train.callbacks.report_to import report_callbacks
+    from fastcore_train.controllers.report_to import report_callbacks
     built = report_callbacks(["csv", "mlflow"], tmp_path, every_n_batches=5, run_name="x")
     assert [type(callback).__name__ for callback in built] == ["CSVLoggerCallback", "MLflowCallback"]
     assert built[1].log_every_n_batches == 5 and built[1].run_name == "x"
@@ -182,7 +182,7 @@ def test_swanlab_offline_holds_the_listener_values_across_stop_and_resume(harnes
 
 
 def test_swanlab_mode_is_checked_and_report_to_names_it(tmp_path):
-    from fastcore_train.callbacks.report_to import report_callbacks
+    from fastcore_train.controllers.report_to import report_callbacks
     from fastcore_train.callbacks.trackers.swanlab_tracker import SwanLabCallback
     with pytest.raises(ValueError, match="mode must be one of offline, local, online"):
         SwanLabCallback(tmp_path, mode="cloud")

@@ -3,7 +3,7 @@
 ``examples/digits.yaml`` trains the shipped digits with ``fastcore-train fit``; its model, data and
 optimizer sections name these functions, each told the backend by ``driver`` (the command line
 links ``trainer.driver`` to it), so ``--trainer.driver paddle`` switches the whole task. In order
-(seed, model, dataloaders, optimizer) they build what :func:`fastcore_train.demo_task.build_demo_task`
+(seed, model, dataloaders, optimizer) they build what :func:`fastcore_train.data.digits_task.build_demo_task`
 builds.
 """
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastcore_train.data import load_digits
-from fastcore_train.demo_task import EVALUATE_BATCH_SIZE, DemoFramework
+from fastcore_train.data.digits_task import EVALUATE_BATCH_SIZE, DemoFramework
 from fastcore_train.drivers.registry import backend_for_driver_name, load_backend_part
 
 

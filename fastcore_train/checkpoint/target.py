@@ -10,8 +10,8 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from fastcore_train.checkpoint_checksums import META_FILE
-from fastcore_train.checkpoint_errors import CheckpointTargetError
+from fastcore_train.checkpoint.checksums import META_FILE
+from fastcore_train.checkpoint.errors import CheckpointTargetError
 from fastcore_train.utils.atomic import blocking_file, target_busy
 
 

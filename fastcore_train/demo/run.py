@@ -2,7 +2,7 @@
 
 The demo itself is framework-neutral; each backend's ``build_demo`` supplies the model, the
 dataloaders and the optimizer in its own framework, from the shared parts in
-:mod:`fastcore_train.demo_task`.
+:mod:`fastcore_train.data.digits_task`.
 """
 from __future__ import annotations
 
@@ -34,7 +34,10 @@ def run_demo(driver: str = "torch", device: Any = "cpu", n_epochs: int = 20, bat
     With ``output``, the folder also gets the loss/accuracy curves (``curves.png``, when
     matplotlib is installed) and the logged values as CSV files.
     """
-    from fastcore_train import Accuracy, CSVLoggerCallback, CurvePlotCallback, Trainer
+    from fastcore_train.callbacks.csv_logger import CSVLoggerCallback
+    from fastcore_train.callbacks.curves import CurvePlotCallback
+    from fastcore_train.controllers.trainer import Trainer
+    from fastcore_train.metrics import Accuracy
 
     backend = load_backend(backend_for_driver_name(driver))
     task = backend.build_demo(load_digits(), hidden=hidden, lr=lr, batch_size=batch_size, seed=seed)

@@ -22,7 +22,7 @@ from typing import Any, BinaryIO, Callable, Optional
 
 import xxhash
 
-from fastcore_train.checkpoint_errors import CheckpointChecksumError, CheckpointError
+from fastcore_train.checkpoint.errors import CheckpointChecksumError, CheckpointError
 from fastcore_train.log import logger
 
 #: The file that holds the checksums (``fastcore_train.checkpoint.META_FILE``).

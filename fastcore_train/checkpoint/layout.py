@@ -19,7 +19,7 @@ checkpoint (it has our ``meta.json``) or an empty folder is ever replaced: anyth
 target is the user's, and saving there is an error that leaves it untouched.
 
 ``meta.json`` is written last, once every file is in the temporary folder, with the checksum of
-each of them (:mod:`~fastcore_train.checkpoint_checksums`: XXH3-128, computed while writing where
+each of them (:mod:`~fastcore_train.checkpoint.checksums`: XXH3-128, computed while writing where
 the framework saves to a file object) (folders, such as oneflow's model folder, file by file); loading checks them first,
 so a file changed or damaged after saving is an error naming it, not weights loaded silently.
 
@@ -36,12 +36,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from fastcore_train.checkpoint_checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE,  # noqa: F401
-                                                 file_checksums, verify_checksums, write_hashed)
-from fastcore_train.checkpoint_errors import (CheckpointChecksumError, CheckpointError,  # noqa: F401
-                                              CheckpointStateError, CheckpointTargetError)
-from fastcore_train.checkpoint_target import (check_checkpoint_target, checkpoint_target_problem,  # noqa: F401
-                                              concurrent_writer_problem, is_checkpoint_folder)
+from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, file_checksums, verify_checksums,
+                                                 write_hashed)
+from fastcore_train.checkpoint.errors import CheckpointError, CheckpointStateError
+from fastcore_train.checkpoint.target import check_checkpoint_target
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.persistence import HostSnapshot
 from fastcore_train.log import logger
@@ -61,6 +59,10 @@ MODEL_STEM = "model"
 TRAINING_STATE_STEM = "training_state"
 #: Each rank's random state (format 3 on), written by that rank: see utils/rank_state.py.
 RANK_STATE_FILE = "rank_state_{rank:05d}.npz"
+#: ``meta.json``'s record of the optimizer classes (checked on resume, read by ``convert``).
+OPTIMIZERS_KEY = "optimizers"
+#: The key under which ``LRSchedCallback``'s state records the scheduler's position (read by ``convert``).
+LR_POSITION = "__lr_position__"
 
 
 def encode_callback_states(states: dict[str, Any]) -> dict[str, Any]:
@@ -152,7 +154,7 @@ class CheckpointContent:
     order (``write`` returns the file's checksum when it computed it while writing, else None),
     and rank 0 adds ``meta.json`` last (:meth:`write_meta`) once every rank has written.
     ``snapshot``: an asynchronous checkpoint's host copies, completed first where the files are
-    written (a background copy, see :mod:`~fastcore_train.checkpoint_async`)."""
+    written (a background copy, see :mod:`~fastcore_train.checkpoint.async_writer`)."""
 
     meta: dict[str, Any]
     files: list[tuple[str, Callable[[Path], Optional[str]]]]
@@ -182,7 +184,7 @@ def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only
 
 def _framework_file(driver: Driver, write: Callable[[Any], None]) -> Callable[[Path], Optional[str]]:
     """A file writer for ``write(target)`` (a framework's save): through a
-    :class:`~fastcore_train.checkpoint_checksums.HashingFile` when the backend saves to file
+    :class:`~fastcore_train.checkpoint.checksums.HashingFile` when the backend saves to file
     objects (its checksum is then known when the write ends), else to the path."""
     if driver.io.hashes_while_writing:
         return lambda path: write_hashed(path, write)
@@ -267,13 +269,14 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     is what :func:`encode_callback_states` returned. ``extra_json`` maps
     file names to data written beside the checkpoint in the same atomic step (e.g. the
     evaluation results a checkpoint was selected by); ``extra_meta`` is added to ``meta.json``
-    (e.g. the optimizer classes, checked when it is loaded). Raises :class:`CheckpointTargetError`
+    (e.g. the optimizer classes, checked when it is loaded). Raises
+    :class:`~fastcore_train.checkpoint.errors.CheckpointTargetError`
     (before writing anything) when ``folder`` holds something that is not a checkpoint.
     ``previous``: a checkpoint replaced at ``folder`` is moved aside, not deleted, and its path
     appended to this list; the caller deletes it once the new one is on disk
     (:func:`~fastcore_train.utils.atomic.make_durable`). Without it the files are fsynced before
     the rename and the replaced one deleted at once.
-    :mod:`fastcore_train.checkpoint_async` writes the same files in the background.
+    :mod:`fastcore_train.checkpoint.async_writer` writes the same files in the background.
     """
     folder = Path(folder)
     content = checkpoint_content(driver, trainer_state, callback_states, only_state_dict, model_save_fn,

@@ -1,0 +1,33 @@
+"""Checkpoints, written once for every backend: the folder layout (:mod:`.layout`), where one may
+be written (:mod:`.target`), the checksums that guard it (:mod:`.checksums`), its errors
+(:mod:`.errors`), and asynchronous writes (:mod:`.async_writer`, imported on its own).
+
+The names users and the rest of the package use are re-exported here, so
+``from fastcore_train.checkpoint import CheckpointError`` and ``checkpoint.write_checkpoint``
+read as before the subpackage existed.
+"""
+from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, file_checksums,
+                                                 verify_checksums, write_hashed)
+from fastcore_train.checkpoint.errors import (CheckpointChecksumError, CheckpointError, CheckpointStateError,
+                                              CheckpointTargetError)
+from fastcore_train.checkpoint.layout import (CALLBACK_STATE_FILE, FORMAT_VERSION, LEGACY_CALLBACK_STATE_FILE,
+                                              LR_POSITION, MODEL_STEM, OPTIMIZERS_KEY, RANK_STATE_FILE,
+                                              READABLE_FORMATS, TRAINER_STATE_FILE, TRAINING_STATE_STEM,
+                                              CheckpointContent, check_snapshot_options, checkpoint_content,
+                                              encode_callback_states, json_text, model_file, read_callback_states,
+                                              read_meta, read_rank_random_state, read_trainer_state, require_file,
+                                              staged_path, write_checkpoint, write_json, write_model_file,
+                                              write_text)
+from fastcore_train.checkpoint.target import (check_checkpoint_target, checkpoint_target_problem,
+                                              concurrent_writer_problem, is_checkpoint_folder)
+
+__all__ = [
+    "ALGORITHM", "ALGORITHM_KEY", "CALLBACK_STATE_FILE", "FORMAT_VERSION", "LEGACY_CALLBACK_STATE_FILE", "LR_POSITION",
+    "META_FILE", "MODEL_STEM", "OPTIMIZERS_KEY", "RANK_STATE_FILE", "READABLE_FORMATS", "TRAINER_STATE_FILE",
+    "TRAINING_STATE_STEM", "CheckpointChecksumError", "CheckpointContent", "CheckpointError", "CheckpointStateError",
+    "CheckpointTargetError", "check_checkpoint_target", "check_snapshot_options", "checkpoint_content",
+    "checkpoint_target_problem", "concurrent_writer_problem", "encode_callback_states", "file_checksums",
+    "is_checkpoint_folder", "json_text", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",
+    "read_trainer_state", "require_file", "staged_path", "verify_checksums", "write_checkpoint", "write_hashed",
+    "write_json", "write_model_file", "write_text",
+]
