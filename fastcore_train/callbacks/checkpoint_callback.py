@@ -111,7 +111,7 @@ class CheckpointCallback(Callback):
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
         if self.tracker is None:
             return
-        value = self.tracker.value(results)
+        value = self.tracker.value(results, trainer)
         if value is None:
             return
         keep_all = self.topk < 0
