@@ -47,6 +47,10 @@ def check_trainer_arguments(train_dataloader: Any, n_epochs: Any, evaluate_datal
     if evaluate_dataloaders is not None and not metrics and evaluate_batch_step_fn is None:
         raise ValueError("evaluate_dataloaders were given without metrics: pass metrics={'name': Metric} "
                          "(or an evaluate_batch_step_fn) so evaluation has something to compute.")
+    if n_epochs == 0 and n_batches == -1 and evaluate_dataloaders is None and not (overfit_batches and metrics):
+        raise ValueError("n_epochs=0 trains no batch, and with no evaluate_dataloaders there is no evaluation to run "
+                         "either, so run() would do nothing. Pass n_epochs >= 1 (or n_batches=N) to train, or "
+                         "evaluate_dataloaders and metrics to only evaluate (or use an Evaluator).")
     if batch_step_fn is not None and not callable(batch_step_fn):
         raise ValueError("batch_step_fn must be callable(trainer, batch).")
     if monitor is not None and not (isinstance(monitor, str) or callable(monitor)):

@@ -183,7 +183,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
             if progress is not None:
                 all_callbacks.append(progress)
-        if options.get("report_to"):
+        if options.get("report_to") is not None:  # a wrong value (report_to=0) is an error, not "none"
             from fastcore_train.callbacks.report_to import report_callbacks
             all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
                                               options.get("report_every_n_batches", 50), options.get("run_name"))
@@ -239,6 +239,11 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         ``resume_from`` is a checkpoint folder to continue from.
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
+        if self.state.n_epochs == 0 and self.state.n_batches <= 0 and num_eval_sanity_batch == 0:
+            raise ValueError("n_epochs=0 trains no batch, and num_eval_sanity_batch=0 skips the evaluation before "
+                             "training, which is all such a run does: run() would do nothing. Pass "
+                             "num_eval_sanity_batch=-1 (every batch) or N to evaluate, or build the Trainer with "
+                             "n_epochs >= 1 to train.")
         if catch_KeyboardInterrupt is None:
             catch_KeyboardInterrupt = not self.driver.comm.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
@@ -259,8 +264,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
             if self.state.n_epochs == 0 and self.state.n_batches <= 0:
-                logger.info("n_epochs=0: only the evaluation before training runs (num_eval_sanity_batch=%d).",
-                            num_eval_sanity_batch)
+                amount = "every batch" if num_eval_sanity_batch < 0 else f"{num_eval_sanity_batch} batch(es)"
+                logger.info("n_epochs=0: no batch is trained; only the evaluation before training runs, on %s of "
+                            "each evaluate dataloader (num_eval_sanity_batch=%d).", amount, num_eval_sanity_batch)
             elif self._nothing_left_to_train():
                 self._warn_nothing_left(resume_from)
             else:
