@@ -304,7 +304,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
             self._keep_epoch_open_quietly()
-            self._fire("on_exception", interrupt)
+            self._fire_exception(interrupt)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(interrupt)
             if not catch_KeyboardInterrupt:
@@ -314,10 +314,21 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                            self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
         except BaseException as error:
             self._keep_epoch_open_quietly()
-            self._fire("on_exception", error)
+            self._fire_exception(error)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(error)
             raise
+
+    def _fire_exception(self, error: BaseException) -> None:
+        """Run every ``on_exception`` listener; one that fails is logged and noted on ``error``
+        (``add_note``, Python 3.11+), never raised in its place: ``run()`` raises the run's own error."""
+        for name, failure in self.callback_manager.fire_exception(self, error):
+            text = (f"The on_exception listener {name} failed while handling {type(error).__name__}: "
+                    f"{type(failure).__name__}: {failure}")
+            logger.error("%s", text, exc_info=failure)
+            add_note = getattr(error, "add_note", None)
+            if add_note is not None:
+                add_note(text)
 
     def _keep_epoch_open_quietly(self) -> None:
         """On an exception: hold the interrupted epoch's position, logging (not raising) a failure
