@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
-from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_run_arguments, check_train_dataloader,
-                                                  check_trainer_arguments)
+from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_nan_guard, check_run_arguments,
+                                                  check_train_dataloader, check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.batch_step import BatchStepMixin
 from fastcore_train.controllers.evaluator import Evaluator
@@ -88,6 +88,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                  n_batches: int = -1, overfit_batches: int = 0, marker: Optional[str] = None,
                  **kwargs: Any) -> None:
         driver_kwargs, options = split_backend_kwargs(kwargs, TRAINER_OPTIONS)
+        nan_check_every = check_nan_guard(options.get("nan_guard", True))
         check_trainer_arguments(train_dataloader, n_epochs, evaluate_dataloaders, metrics,
                                 evaluate_batch_step_fn, batch_step_fn, evaluate_every,
                                 accumulation_steps, n_batches, overfit_batches, monitor)
@@ -183,6 +184,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
             if progress is not None:
                 all_callbacks.append(progress)
+        from fastcore_train.callbacks.nan_guard import NanGuardCallback
+        if nan_check_every and not any(isinstance(callback, NanGuardCallback) for callback in all_callbacks):
+            all_callbacks.append(NanGuardCallback(check_every=nan_check_every))  # yours, if given, replaces it
         if options.get("report_to") is not None:  # a wrong value (report_to=0) is an error, not "none"
             from fastcore_train.callbacks.report_to import report_callbacks
             all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
