@@ -128,7 +128,7 @@ class CheckpointCallback(Callback):
     def _keep_if_top_k(self, trainer: Any, results: dict) -> None:
         """Save this evaluation when it is among the k best. The list saved with it (and with every
         later checkpoint) already holds it, so a resume from any of them sees one coherent set."""
-        value = self.tracker.value(results)
+        value = self.tracker.value(results, trainer)
         if value is None:
             return
         keep_all = self.topk < 0

@@ -27,7 +27,7 @@ class EarlyStopCallback(Callback):
         self.tracker.bind(trainer, "EarlyStopCallback")
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
-        value = self.tracker.value(results)
+        value = self.tracker.value(results, trainer)
         if value is None:
             return
         if self.tracker.update(value):

@@ -43,7 +43,7 @@ class LoadBestModelCallback(Callback):
             self._made_temporary = True
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
-        value = self.tracker.value(results)
+        value = self.tracker.value(results, trainer)
         if value is not None and self.tracker.update(value):
             self.best_batches = trainer.global_forward_batches
             trainer.save_model(self.save_folder, only_state_dict=self.only_state_dict,

@@ -106,7 +106,7 @@ class MoreEvaluateCallback(Callback):
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
         if self.watch is None:
             return
-        value = self.watch.value(results)
+        value = self.watch.value(results, trainer)
         if value is not None and self.watch.update(value):
             self.evaluate(trainer)
 

@@ -82,6 +82,9 @@ class TrainerArgs:
                                    "store, wandb's and swanlab's offline runs).")
     report_every_n_batches: int = _arg(50, "Report the training loss every n batches (0: never).")
     run_name: Optional[str] = _arg(None, "Run name shown by the trackers (default: the run folder's name).")
+    nan_guard: Union[bool, int] = _arg(True, "Stop with NonFiniteLossError when the training loss is NaN or inf, "
+                                             "checked every 50 batches and at each epoch's last (an int n: every n "
+                                             "batches; False: never).")
     marker: Optional[str] = _arg(None, "Which @Trainer.on functions apply to this Trainer.")
     # ---- backend options
     torch_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the torch driver (see the torch backend page).")

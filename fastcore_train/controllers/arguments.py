@@ -12,8 +12,22 @@ from typing import Any, Optional, Sequence
 TRAINER_OPTIONS = frozenset({
     "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
     "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
-    "log_file", "model_summary", "report_to", "report_dir", "report_every_n_batches", "run_name",
+    "log_file", "model_summary", "report_to", "report_dir", "report_every_n_batches", "run_name", "nan_guard",
 })
+
+
+def check_nan_guard(value: Any) -> int:
+    """How often the default NaN guard checks the loss (0: no guard), from ``Trainer(nan_guard=...)``."""
+    from fastcore_train.controllers.nan_guard import DEFAULT_CHECK_EVERY
+
+    if value is True:
+        return DEFAULT_CHECK_EVERY
+    if value is False or value is None:
+        return 0
+    if isinstance(value, int) and value > 0:
+        return value
+    raise ValueError(f"nan_guard must be True (check the loss every {DEFAULT_CHECK_EVERY} batches and at each "
+                     f"epoch's last), False (no check) or a positive int n (every n batches), got {value!r}.")
 
 
 def positive_int(name: str, value: Any, allow: Sequence[int] = ()) -> int:
@@ -47,6 +61,10 @@ def check_trainer_arguments(train_dataloader: Any, n_epochs: Any, evaluate_datal
     if evaluate_dataloaders is not None and not metrics and evaluate_batch_step_fn is None:
         raise ValueError("evaluate_dataloaders were given without metrics: pass metrics={'name': Metric} "
                          "(or an evaluate_batch_step_fn) so evaluation has something to compute.")
+    if n_epochs == 0 and n_batches == -1 and evaluate_dataloaders is None and not (overfit_batches and metrics):
+        raise ValueError("n_epochs=0 trains no batch, and with no evaluate_dataloaders there is no evaluation to run "
+                         "either, so run() would do nothing. Pass n_epochs >= 1 (or n_batches=N) to train, or "
+                         "evaluate_dataloaders and metrics to only evaluate (or use an Evaluator).")
     if batch_step_fn is not None and not callable(batch_step_fn):
         raise ValueError("batch_step_fn must be callable(trainer, batch).")
     if monitor is not None and not (isinstance(monitor, str) or callable(monitor)):

@@ -36,8 +36,11 @@ class ShardWriter:
 
     def write(self, indices: list[int], rows: list[Any]) -> None:
         arrays: dict[str, np.ndarray] = {INDICES: np.asarray(indices, dtype=np.int64)}
-        columns = [(key, [row[key] for row in rows]) for key in rows[0]] if rows and isinstance(rows[0], Mapping) \
-            else [(SINGLE, rows)]
+        if rows and isinstance(rows[0], Mapping):
+            check_output_keys(list(rows[0]))
+            columns = [(key, [row[key] for row in rows]) for key in rows[0]]
+        else:
+            columns = [(SINGLE, rows)]
         for key, values in columns:
             items = [np.asarray(value) for value in values]
             if len({(item.shape, item.dtype) for item in items}) <= 1 and (not items or items[0].dtype != object):
@@ -53,6 +56,17 @@ class ShardWriter:
 
     def close(self) -> None:
         """Nothing is held open; kept so the caller can say where writing ends."""
+
+
+def check_output_keys(keys: list[str]) -> None:
+    """Refuse output names the shard format cannot read back, before anything is written."""
+    for key in keys:
+        if _RAGGED in key or key in (INDICES, SINGLE):
+            problem = (f"contains {_RAGGED!r}, which the shards use to store ragged outputs one sample at a time"
+                       if _RAGGED in key else "is a name the shards reserve for themselves")
+            raise ValueError(f"predict(output_dir=...): the output name {key!r} {problem}, so the shards could not be "
+                             f"read back. Rename that output (in predict_step, or with output_mapping); nothing was "
+                             "written.")
 
 
 def _read_shard(path: Path) -> tuple[np.ndarray, list[Any]]:

@@ -26,7 +26,13 @@ def report_names(report_to: Union[str, Sequence[str], None]) -> list[str]:
     ``"none"`` (or an empty list) is none; an unknown name is a ValueError listing the known ones."""
     if report_to is None:
         return []
-    names = [report_to] if isinstance(report_to, str) else list(report_to)
+    if isinstance(report_to, str):
+        names = [report_to]
+    elif isinstance(report_to, (list, tuple)) and all(isinstance(name, str) for name in report_to):
+        names = list(report_to)
+    else:
+        raise TypeError(f"report_to must be a reporter name or a list of them ({', '.join(map(repr, REPORTERS))}, "
+                        f"'all' or 'none'), got {report_to!r} (a {type(report_to).__name__}).")
     if names in (["none"], []):
         return []
     if names == ["all"]:

@@ -10,6 +10,7 @@ from typing import Any, Callable, Optional
 
 from fastcore_train.controllers.arguments import empty_epoch_message
 from fastcore_train.controllers.evaluator import Evaluator
+from fastcore_train.controllers.memory import is_out_of_memory, out_of_memory_error
 from fastcore_train.controllers.run_guard import RunGuard
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
@@ -124,16 +125,22 @@ class TrainLoopMixin:
                 batch_begin(self, batch, None)
             if collective_stop:
                 guard.beat(state.global_forward_batches + 1, STEP)
-            if accumulation > 1:
-                done = state.batch_idx_in_epoch + 1
-                self._update_now = done % accumulation == 0 or done == per_epoch
-                if no_sync and not self._update_now:
-                    with driver.no_sync():
+            try:  # costs nothing unless it raises (Python 3.11+)
+                if accumulation > 1:
+                    done = state.batch_idx_in_epoch + 1
+                    self._update_now = done % accumulation == 0 or done == per_epoch
+                    if no_sync and not self._update_now:
+                        with driver.no_sync():
+                            batch_step_fn(self, batch)
+                    else:
                         batch_step_fn(self, batch)
                 else:
                     batch_step_fn(self, batch)
-            else:
-                batch_step_fn(self, batch)
+            except (MemoryError, RuntimeError) as error:
+                if not is_out_of_memory(error):
+                    raise
+                raise out_of_memory_error(error, state.cur_epoch_idx + 1, state.batch_idx_in_epoch + 1,
+                                          state.global_forward_batches + 1, batch, accumulation) from error
             state.global_forward_batches += 1
             state.batch_idx_in_epoch += 1
             if batch_end is not None:

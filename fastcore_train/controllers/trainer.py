@@ -21,8 +21,8 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
-from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_run_arguments, check_train_dataloader,
-                                                  check_trainer_arguments)
+from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_nan_guard, check_run_arguments,
+                                                  check_train_dataloader, check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.batch_step import BatchStepMixin
 from fastcore_train.controllers.evaluator import Evaluator
@@ -88,6 +88,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                  n_batches: int = -1, overfit_batches: int = 0, marker: Optional[str] = None,
                  **kwargs: Any) -> None:
         driver_kwargs, options = split_backend_kwargs(kwargs, TRAINER_OPTIONS)
+        nan_check_every = check_nan_guard(options.get("nan_guard", True))
         check_trainer_arguments(train_dataloader, n_epochs, evaluate_dataloaders, metrics,
                                 evaluate_batch_step_fn, batch_step_fn, evaluate_every,
                                 accumulation_steps, n_batches, overfit_batches, monitor)
@@ -183,7 +184,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             progress = choose_progress_callback(options.get("progress_bar", "auto"), self.driver.comm.is_global_zero())
             if progress is not None:
                 all_callbacks.append(progress)
-        if options.get("report_to"):
+        from fastcore_train.controllers.nan_guard import NanGuardCallback
+        if nan_check_every and not any(isinstance(callback, NanGuardCallback) for callback in all_callbacks):
+            all_callbacks.append(NanGuardCallback(check_every=nan_check_every))  # yours, if given, replaces it
+        if options.get("report_to") is not None:  # a wrong value (report_to=0) is an error, not "none"
             from fastcore_train.controllers.report_to import report_callbacks
             all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
                                               options.get("report_every_n_batches", 50), options.get("run_name"))
@@ -239,6 +243,11 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         ``resume_from`` is a checkpoint folder to continue from.
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
+        if self.state.n_epochs == 0 and self.state.n_batches <= 0 and num_eval_sanity_batch == 0:
+            raise ValueError("n_epochs=0 trains no batch, and num_eval_sanity_batch=0 skips the evaluation before "
+                             "training, which is all such a run does: run() would do nothing. Pass "
+                             "num_eval_sanity_batch=-1 (every batch) or N to evaluate, or build the Trainer with "
+                             "n_epochs >= 1 to train.")
         if catch_KeyboardInterrupt is None:
             catch_KeyboardInterrupt = not self.driver.comm.is_distributed()
         self._num_eval_batch_per_dl = num_eval_batch_per_dl
@@ -259,8 +268,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
             if self.state.n_epochs == 0 and self.state.n_batches <= 0:
-                logger.info("n_epochs=0: only the evaluation before training runs (num_eval_sanity_batch=%d).",
-                            num_eval_sanity_batch)
+                amount = "every batch" if num_eval_sanity_batch < 0 else f"{num_eval_sanity_batch} batch(es)"
+                logger.info("n_epochs=0: no batch is trained; only the evaluation before training runs, on %s of "
+                            "each evaluate dataloader (num_eval_sanity_batch=%d).", amount, num_eval_sanity_batch)
             elif self._nothing_left_to_train():
                 self._warn_nothing_left(resume_from)
             else:
@@ -297,7 +307,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self.driver.comm.barrier()
         except KeyboardInterrupt as interrupt:
             self._keep_epoch_open_quietly()
-            self._fire("on_exception", interrupt)
+            self._fire_exception(interrupt)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(interrupt)
             if not catch_KeyboardInterrupt:
@@ -307,10 +317,21 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                            self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
         except BaseException as error:
             self._keep_epoch_open_quietly()
-            self._fire("on_exception", error)
+            self._fire_exception(error)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(error)
             raise
+
+    def _fire_exception(self, error: BaseException) -> None:
+        """Run every ``on_exception`` listener; one that fails is logged and noted on ``error``
+        (``add_note``, Python 3.11+), never raised in its place: ``run()`` raises the run's own error."""
+        for name, failure in self.callback_manager.fire_exception(self, error):
+            text = (f"The on_exception listener {name} failed while handling {type(error).__name__}: "
+                    f"{type(failure).__name__}: {failure}")
+            logger.error("%s", text, exc_info=failure)
+            add_note = getattr(error, "add_note", None)
+            if add_note is not None:
+                add_note(text)
 
     def _keep_epoch_open_quietly(self) -> None:
         """On an exception: hold the interrupted epoch's position, logging (not raising) a failure

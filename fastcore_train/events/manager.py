@@ -48,6 +48,14 @@ def _gated(fn: Listener, gate: EventFilter) -> Listener:
     return call
 
 
+def _listener_name(fn: Listener) -> str:
+    """A listener as a person would name it: ``Class.on_exception`` of a callback, else the function."""
+    owner = getattr(fn, "__self__", None)
+    if owner is not None:
+        return f"{type(owner).__name__}.{getattr(fn, '__name__', 'on_exception')}"
+    return getattr(fn, "__qualname__", repr(fn))
+
+
 def _chain(fns: list[Listener]) -> Listener:
     def call(trainer: Any, *args: Any) -> None:
         for fn in fns:
@@ -106,6 +114,22 @@ class CallbackManager:
             per_event[event.name].append(fn if gate is None else _gated(fn, gate))
         for name, fns in per_event.items():
             setattr(self, name, None if not fns else fns[0] if len(fns) == 1 else _chain(fns))
+        self._exception_listeners = [(_listener_name(fn), fn) for fn in per_event["on_exception"]]
+
+    def fire_exception(self, trainer: Any, exception: BaseException) -> list[tuple[str, Exception]]:
+        """Call every ``on_exception`` listener, each even when one before it fails.
+
+        Returns ``(listener name, error)`` for each listener that raised, so the caller can report
+        them while the run's own ``exception`` stays the one raised (and a progress bar after a
+        failing listener is still closed).
+        """
+        failures = []
+        for name, fn in self._exception_listeners:
+            try:
+                fn(trainer, exception)
+            except Exception as error:  # noqa: BLE001 - reported by the caller, the run's error goes on
+                failures.append((name, error))
+        return failures
 
     # ------------------------------------------------------------------ checkpoint state
     def callback_states(self, trainer: Any) -> dict[str, Any]:

@@ -57,7 +57,21 @@ class FunctionMetric(MetricAdapter):
         if not isinstance(values, Mapping):
             raise TypeError(f"metrics[{self.name!r}] is a function that returned a {type(values).__name__}; a metric "
                             "function must return a dict {name: number}, e.g. {'f1': 0.8}.")
-        return {str(key): _number(value) for key, value in values.items()}
+        return {str(key): self._number(key, value) for key, value in values.items()}
+
+    def _number(self, key: Any, value: Any) -> Any:
+        """``value`` as a python number (or an array of numbers); anything else is an error naming the metric."""
+        if not isinstance(value, (str, bytes)):
+            try:
+                np.asarray(value, dtype=np.float64)
+            except (TypeError, ValueError):
+                pass
+            else:
+                return _number(value)
+        function = getattr(self.fn, "__qualname__", type(self.fn).__name__)
+        raise TypeError(f"metrics[{self.name!r}]: the function {function} returned {{{str(key)!r}: {value!r}}}; the "
+                        f"value of {str(key)!r} is a {type(value).__name__}, not a number. A metric function must "
+                        "return a dict {name: number} (or arrays of numbers), e.g. {'f1': 0.8}.")
 
 
 def _stack(rows: list[np.ndarray]) -> Any:

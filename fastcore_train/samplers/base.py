@@ -7,9 +7,11 @@ An iteration serves ``order[num_consumed_samples:]`` (the *remainder*), split ov
 """
 from __future__ import annotations
 
+import copy
+import logging
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sized
-from typing import Any
+from typing import Any, Optional
 
 import numpy as np
 
@@ -63,7 +65,83 @@ def rank_share(remainder: np.ndarray, num_replicas: int, rank: int, pad: bool,
     return np.concatenate([remainder, repeated])[rank::num_replicas]
 
 
-class ReproducibleSampler(_EpochProgress, ABC):
+_logger = logging.getLogger("fastcore_train")  # the package logger (fastcore_train.log), without importing it
+
+
+class FollowsDataset:
+    """The dataset length a sampler's epochs use: each new epoch takes the dataset's length anew, as a
+    plain DataLoader's sampler does, so samples added (or removed) between epochs are trained.
+
+    The order of an epoch already begun keeps the length it started with (the resume offset counts
+    entries of that order). A change met mid-epoch, when its state is saved or loaded, is logged as
+    a warning; a state saved mid-epoch of a longer dataset than the current one is an error (its
+    order names samples that no longer exist). A sampler built from a number of samples keeps it.
+    """
+
+    num_samples: int
+    epoch: int
+    #: False for a sampler whose order depends on per-sample data read once (lengths).
+    follows_dataset_length = True
+
+    def _keep_dataset(self, dataset: int | Sized) -> None:
+        self._dataset: Optional[Sized] = None if isinstance(dataset, (int, np.integer)) else dataset
+        self._warned_epoch: Optional[int] = None
+
+    @property
+    def follows(self) -> bool:
+        return getattr(self, "_dataset", None) is not None and self.follows_dataset_length
+
+    def _live_length(self) -> int:
+        """The length an epoch started now would use."""
+        return dataset_length(self._dataset) if self.follows else self.num_samples
+
+    def _take_live_length(self) -> None:
+        """At the start of an epoch's order: use the dataset's current length."""
+        live = self._live_length()
+        if live != self.num_samples:
+            _logger.info("%s: the dataset now has %d samples (%d before); epoch index %d uses all %d.",
+                         type(self).__name__, live, self.num_samples, self.epoch, live)
+            self.num_samples = live
+
+    def _note_change_mid_epoch(self) -> None:
+        """When saving a state mid-epoch: say once per epoch that the dataset changed length under it."""
+        if not self.follows or self._warned_epoch == self.epoch:
+            return
+        live = self._live_length()
+        if live != self.num_samples:
+            self._warned_epoch = self.epoch
+            _logger.warning("%s: the dataset's length changed from %d to %d during epoch index %d. This epoch keeps its "
+                            "order of %d samples (so a checkpoint resumes it exactly); the next epoch uses all %d.",
+                            type(self).__name__, self.num_samples, live, self.epoch, self.num_samples, live)
+
+    def _resumed_length(self, state: dict[str, Any]) -> int:
+        """The length the loaded ``state``'s epoch continues with (its saved one when saved mid-epoch)."""
+        live = self._live_length()
+        saved, consumed = state.get("dataset_length"), state.get("num_consumed_samples")
+        if not isinstance(saved, int) or saved == live or not consumed:
+            return live  # the same length, or the epoch not begun: it starts afresh with the current length
+        if saved > live and consumed < saved:
+            raise SamplerUsageError(
+                f"the state was saved for a dataset of {saved} samples, {consumed} of them consumed in epoch "
+                f"{state.get('epoch')}, and the dataset now has {live}: the rest of that epoch's order names samples "
+                "that no longer exist. Resume with the dataset as it was, or from a checkpoint saved at an epoch's end.")
+        if consumed < saved:
+            _logger.warning("%s: resuming epoch index %s mid-way: the state was saved with a dataset of %d samples and the "
+                            "dataset now has %d. The rest of this epoch follows the saved order of %d samples (exact "
+                            "resume); the next epoch uses all %d.", type(self).__name__, state.get("epoch"), saved,
+                            live, saved, live)
+        return saved
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> Any:
+        """A copy sampling the same dataset (the dataset itself is shared, not copied)."""
+        clone = copy.copy(self)
+        memo[id(self)] = clone
+        for name, value in vars(self).items():
+            setattr(clone, name, value if name == "_dataset" else copy.deepcopy(value, memo))
+        return clone
+
+
+class ReproducibleSampler(FollowsDataset, _EpochProgress, ABC):
     """An index sampler whose position can be saved and restored mid-epoch.
 
     Subclasses define :meth:`epoch_order`; iteration, the rank split and the state live here.
@@ -74,6 +152,7 @@ class ReproducibleSampler(_EpochProgress, ABC):
     def __init__(self, dataset: int | Sized, seed: int | None = None) -> None:
         super().__init__()
         self.num_samples = dataset_length(dataset)
+        self._keep_dataset(dataset)
         self.seed = seed
 
     @abstractmethod
@@ -90,6 +169,8 @@ class ReproducibleSampler(_EpochProgress, ABC):
 
     def __iter__(self) -> Iterator[int]:
         offset = self._begin_iteration()
+        if not offset:
+            self._take_live_length()
         order = np.asarray(self.epoch_order(self.epoch), dtype=np.int64)
         share = rank_share(order[offset:], self.num_replicas, self.rank, self.pad)
         self._pass = _Pass(offset, len(order), self.num_replicas, len(share), 1, len(share))
@@ -103,8 +184,9 @@ class ReproducibleSampler(_EpochProgress, ABC):
             yield index
 
     def __len__(self) -> int:
-        remaining = max(self.num_samples - self._next_offset(), 0)
-        return share_length(remaining, self.num_replicas, self.rank, self.pad)
+        offset = self._next_offset()
+        length = self.num_samples if offset or self.iterating else self._live_length()
+        return share_length(max(length - offset, 0), self.num_replicas, self.rank, self.pad)
 
     def state_dict(self) -> dict[str, Any]:
         """Plain-data state: every index handed out so far (on every rank) counts as consumed.
@@ -112,11 +194,14 @@ class ReproducibleSampler(_EpochProgress, ABC):
         Its keys are this package's (``type``, ``dataset_length``, ...), not fastNLP 1.0's
         (``sampler_type``, ``length``); ``num_consumed_samples``, ``epoch`` and ``seed`` mean the same.
         """
+        consumed = self._consumed(self._yielded)
+        if self._pass is not None and consumed < self._pass.order_length:  # mid-epoch
+            self._note_change_mid_epoch()
         return {
             "type": type(self).__name__,
             "seed": self.seed,
             "epoch": self.epoch,
-            "num_consumed_samples": self._consumed(self._yielded),
+            "num_consumed_samples": consumed,
             "dataset_length": self.num_samples,
             "num_replicas": self.num_replicas,
             **self._order_params(),
@@ -124,9 +209,11 @@ class ReproducibleSampler(_EpochProgress, ABC):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         """Resume: the next iteration of the saved epoch serves only its unconsumed remainder."""
-        self._check_state(state, self.num_samples)
+        self._check_state(state, None if self.follows else self.num_samples)
+        length = self._resumed_length(state) if self.follows else self.num_samples
         self._load_order_params(state)
         self._restore_progress(state)
+        self.num_samples = length
 
 
 class ReproducibleBatchSampler(_EpochProgress, ABC):
@@ -174,11 +261,23 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
         return 0, np.asarray(self._build_order(self.epoch, batch_size, num_replicas), dtype=np.int64)
 
     def _order_length(self) -> int:
-        """Length of the current epoch's order."""
+        """Length of the current epoch's order (of the next epoch's, when the next iteration begins one)."""
         return self.num_samples or 0
+
+    def _take_live_length(self) -> None:
+        """At the start of an epoch's order: take the dataset's current length (where it is followed)."""
+
+    def _note_change_mid_epoch(self) -> None:
+        """When saving a state mid-epoch: warn if the dataset's length changed (where it is followed)."""
+
+    def _resume_length(self, state: dict[str, Any]) -> None:
+        """Check ``state``'s dataset length against this sampler's (followers: adopt the resumed epoch's)."""
+        self._check_state(state, self.num_samples)
 
     def __iter__(self) -> Iterator[list[int]]:
         offset = self._begin_iteration()
+        if not offset:
+            self._take_live_length()
         if self._order_shape is None:
             self._order_shape = (self.batch_size, self.num_replicas)
         start, order = self._order_view()
@@ -213,11 +312,14 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
         used = self._yielded if num_consumed_batches is None else num_consumed_batches
         if isinstance(used, bool) or not isinstance(used, (int, np.integer)):
             raise ValueError(f"num_consumed_batches must be an integer, got {used!r}")
+        consumed = self._consumed(int(used))
+        if self._pass is not None and consumed < self._pass.order_length:  # mid-epoch (a loader may have drawn more)
+            self._note_change_mid_epoch()
         batch_size, num_replicas = self._order_shape or (self.batch_size, self.num_replicas)
         return {
             "type": type(self).__name__,
             "epoch": self.epoch,
-            "num_consumed_samples": self._consumed(int(used)),
+            "num_consumed_samples": consumed,
             "dataset_length": self.num_samples,
             "batch_size": batch_size,
             "num_replicas": num_replicas,
@@ -230,7 +332,7 @@ class ReproducibleBatchSampler(_EpochProgress, ABC):
         That epoch's order is rebuilt with the saved batch size and world size; the remainder is
         then split and batched with this sampler's current values.
         """
-        self._check_state(state, self.num_samples)
+        self._resume_length(state)
         self._load_order_params(state)
         self._restore_progress(state)
         self._order_shape = check_order_shape(state)

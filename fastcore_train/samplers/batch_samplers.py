@@ -13,6 +13,7 @@ from typing import Any, Optional
 import numpy as np
 
 from fastcore_train.samplers.base import (
+    FollowsDataset,
     ReproducibleBatchSampler,
     ReproducibleSampler,
     dataset_length,
@@ -23,7 +24,7 @@ from fastcore_train.samplers.orders import check_seed, random_order
 __all__ = ["BucketedBatchSampler", "RandomBatchSampler", "ReproduceBatchSampler"]
 
 
-class RandomBatchSampler(ReproducibleBatchSampler):
+class RandomBatchSampler(FollowsDataset, ReproducibleBatchSampler):
     """Batches of a fresh permutation every epoch, from ``(seed, epoch)`` only.
 
     ``length`` is accepted, as fastNLP 1.0 did, and not used (a warning says so): these batches
@@ -33,6 +34,7 @@ class RandomBatchSampler(ReproducibleBatchSampler):
     def __init__(self, dataset: int | Sized, batch_size: int = 32, shuffle: bool = True,
                  drop_last: bool = False, seed: int = 0, length: Optional[Any] = None) -> None:
         super().__init__(dataset_length(dataset), batch_size, drop_last)
+        self._keep_dataset(dataset)
         self.shuffle = bool(shuffle)
         self.seed = check_seed(seed)
         if length is not None:
@@ -41,6 +43,15 @@ class RandomBatchSampler(ReproducibleBatchSampler):
 
     def _build_order(self, epoch: int, batch_size: int, num_replicas: int) -> np.ndarray:
         return random_order(self.num_samples, self.seed, epoch, self.shuffle)
+
+    def _order_length(self) -> int:
+        return self.num_samples if self.iterating or self._next_offset() else self._live_length()
+
+    def _resume_length(self, state: dict[str, Any]) -> None:
+        if not self.follows:
+            return super()._resume_length(state)
+        self._check_state(state, None)
+        self.num_samples = self._resumed_length(state)
 
     def _order_params(self) -> dict[str, Any]:
         return {"seed": self.seed, "shuffle": self.shuffle}
@@ -125,9 +136,25 @@ class ReproduceBatchSampler(ReproducibleBatchSampler):
 
     def _order_length(self) -> int:
         if self.sampler is not None:
-            return self.sampler.num_samples
+            fresh = not self.iterating and not self._next_offset()  # the next iteration begins an epoch
+            return self.sampler._live_length() if fresh else self.sampler.num_samples
         start, order = self._order_view()
         return start + len(order)
+
+    def _take_live_length(self) -> None:
+        if self.sampler is not None:
+            self.sampler._take_live_length()
+            self.num_samples = self.sampler.num_samples
+
+    def _note_change_mid_epoch(self) -> None:
+        if self.sampler is not None:
+            self.sampler._note_change_mid_epoch()
+
+    def _resume_length(self, state: dict[str, Any]) -> None:
+        if self.sampler is None or not self.sampler.follows:
+            return super()._resume_length(state)
+        self._check_state(state, None)
+        self.num_samples = self.sampler.num_samples = self.sampler._resumed_length(state)
 
     def _read_epoch(self, epoch: int) -> tuple[np.ndarray, Optional[int]]:
         """Everything the wrapped object yields for ``epoch``, and its first batch's size (None

@@ -39,8 +39,11 @@ class SortedSampler(ReproducibleSampler):
     """Indices sorted by sample length, longest first (stable), the same every epoch.
 
     ``length`` is one number per sample or ``callable(index) -> int``, evaluated once here.
-    Useful to evaluate with little padding, or to fail fast on the longest samples.
+    Useful to evaluate with little padding, or to fail fast on the longest samples. The lengths
+    are read once, so its epochs keep the dataset's length at construction.
     """
+
+    follows_dataset_length = False
 
     def __init__(self, dataset: int | Sized, length: Lengths) -> None:
         super().__init__(dataset, seed=None)

@@ -1,0 +1,90 @@
+"""``NanGuardCallback``: stop at the first NaN/inf loss, before it reaches the weights."""
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from fastcore_train.controllers.batch_io import extract_loss
+from fastcore_train.events.callback import Callback
+from fastcore_train.log import logger
+
+
+class NonFiniteLossError(RuntimeError):
+    """Raised by :class:`NanGuardCallback` when the training loss is NaN or infinite."""
+
+
+#: How often the Trainer's default guard (``nan_guard=True``) reads the loss: every this many batches.
+DEFAULT_CHECK_EVERY = 50
+
+
+class NanGuardCallback(Callback):
+    """Check the loss before each backward; if it is NaN or inf on any rank, stop training with
+    :class:`NonFiniteLossError` saying where and what to try.
+
+    The check runs before the backward, so the weights are still those of the last finite step:
+    with ``folder`` set they are saved there first as a resumable checkpoint
+    (``folder/nonfinite_loss-epoch_<e>-batch_<b>``); checkpoints written earlier (e.g. by
+    :class:`~fastcore_train.callbacks.CheckpointCallback`) are untouched. ``check_every=n``
+    checks the first batch, every n-th one after it and each epoch's last batch only (each check
+    reads the loss from the device and, with several ranks, exchanges one small message); a loss
+    that turned non-finite between two checks may then have reached the weights already.
+
+    The Trainer adds one with ``check_every=50`` by default (``Trainer(nan_guard=...)``).
+    """
+
+    def __init__(self, folder: Union[str, Path, None] = None, check_every: int = 1,
+                 only_state_dict: bool = True) -> None:
+        if isinstance(check_every, bool) or not isinstance(check_every, int) or check_every <= 0:
+            raise ValueError(f"check_every must be a positive int, got {check_every!r}.")
+        self.folder = None if folder is None else Path(folder)
+        self.check_every = check_every
+        self.only_state_dict = only_state_dict
+        #: Where the last finite state was saved when the guard fired (None otherwise).
+        self.saved_to: Optional[Path] = None
+        self._last_finite: Optional[int] = None  # the overall batch number of the last finite check
+
+    def on_before_backward(self, trainer: Any, outputs: Any) -> None:
+        if trainer.global_forward_batches % self.check_every \
+                and trainer.batch_idx_in_epoch + 1 != trainer.num_batches_per_epoch:
+            return
+        try:
+            loss = outputs["loss"]
+        except Exception:
+            loss = extract_loss(outputs)
+        value = float(trainer.driver.data.to_numeric(loss))
+        driver = trainer.driver
+        values = driver.comm.all_gather_object(value) if driver.comm.is_distributed() else [value]
+        bad = {rank: rank_value for rank, rank_value in enumerate(values) if not math.isfinite(rank_value)}
+        if bad:
+            raise NonFiniteLossError(self._stop(trainer, bad))
+        self._last_finite = trainer.global_forward_batches + 1
+
+    def _stop(self, trainer: Any, bad: dict[int, float]) -> str:
+        epoch, batch = trainer.cur_epoch_idx, trainer.batch_idx_in_epoch
+        where = f"epoch {epoch + 1}, batch {batch + 1} of the epoch (batch {trainer.global_forward_batches + 1} overall)"
+        if trainer.driver.comm.is_distributed():
+            where += " on rank(s) " + ", ".join(f"{rank} (loss {value})" for rank, value in bad.items())
+            loss_text = "not finite"
+        else:
+            loss_text = str(next(iter(bad.values())))
+        saved = ""
+        if self.folder is not None:
+            target = self.folder / f"nonfinite_loss-epoch_{epoch + 1}-batch_{trainer.global_forward_batches}"
+            trainer.save_checkpoint(target, only_state_dict=self.only_state_dict)
+            self.saved_to = target
+            saved = (f" They were saved to {str(target)!r}; continue from there with "
+                     f"trainer.run(resume_from=...) once the cause is fixed.")
+        if self.check_every == 1:
+            weights = "so the weights are those after the last checked finite step"
+        else:
+            last = "none before" if self._last_finite is None else f"the last, batch {self._last_finite}, was finite"
+            weights = (f"but the loss is checked every {self.check_every} batches and at each epoch's last one "
+                       f"({last}), so the weights may hold NaN/inf from a batch in between; pass "
+                       "NanGuardCallback(check_every=1) to stop at the first such batch")
+        message = (f"The training loss is {loss_text} at {where}. Training stopped before this batch's backward, "
+                   f"{weights}.{saved} Common causes: a "
+                   f"learning rate that is too high (lower it, or clip gradients with GradClipCallback), fp16 "
+                   f"overflow (try fp16=False), or NaN/inf in this batch's inputs.")
+        logger.error(message)
+        return message
