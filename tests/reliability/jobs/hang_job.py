@@ -4,7 +4,8 @@ Usage: python hang_job.py CONFIG_JSON. Config: ``backend``, ``out``, ``device``,
 optionally ``n_epochs``, ``accumulation_steps``, ``collective_timeout``, ``hang_rank``/``hang_at``
 (that rank sleeps for good after global batch ``hang_at``), ``stop_rank``/``stop_at`` (that rank
 alone calls ``stop_training()`` after batch ``stop_at``; ``stop_at: "epoch"`` at the first epoch's
-end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``checkpoints`` (a folder for
+end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``exit0_rank``/``exit0_at`` (that rank
+ends with ``os._exit(0)``), ``checkpoints`` (a folder for
 ``CheckpointCallback(on_exceptions=KeyboardInterrupt)``), ``slow`` and ``announce`` (print
 TRAINING once rank 0 trains). Each rank writes ``<out>/rank_<r>.json`` when ``run()`` returns, and
 ``<out>/rank_<r>.exception`` (the exception's type and the batch count) from ``on_exception``.
@@ -42,6 +43,8 @@ class Trouble(Callback):
             trainer.stop_training()
         if self._mine(trainer, "kill") and batches == self.config["kill_at"]:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self._mine(trainer, "exit0") and batches == self.config["exit0_at"]:
+            os._exit(0)
         if self.config.get("slow"):
             time.sleep(0.05)
 
