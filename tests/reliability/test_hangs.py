@@ -42,6 +42,19 @@ def test_a_stuck_rank_ends_the_job_naming_it(backend_name, tmp_path, launcher):
     assert elapsed < 150, f"the job took {elapsed:.0f} s to end"
 
 
+def test_a_rank_saving_longer_than_the_collective_timeout_is_not_timed_out(backend_name, tmp_path):
+    """Rank 0 writes each checkpoint's model file for 3 x collective_timeout while rank 1 waits for it: saving is a
+    long phase without heartbeats, allowed BUSY_LIMIT, so the job finishes (a stuck rank is still ended: above)."""
+    backend = BACKENDS[backend_name]
+    done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 2,
+                                  "checkpoints": str(tmp_path / "checkpoints"), "every_n_batches": 2,
+                                  "slow_regular_save": 6}, timeout=180)
+    said = everything_said(done, backend, tmp_path)
+    assert done.returncode == 0 and "collective timeout" not in said, said[-3000:]
+    assert [rank["batches"] for rank in ranks_json(tmp_path)] == [4, 4]
+    assert len(list((tmp_path / "checkpoints").glob("*/epoch_1-batch_*/meta.json"))) == 2
+
+
 @pytest.mark.parametrize("stop_at, accumulation_steps, expected", [(3, 1, (3, 4)), (3, 2, (4,)), ("epoch", 1, (4,))])
 def test_one_rank_stopping_stops_every_rank_at_the_same_batch(backend_name, tmp_path, stop_at,
                                                                accumulation_steps, expected):

@@ -8,7 +8,7 @@ end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``exit0_rank``/``ex
 ends with ``os._exit(0)``), ``checkpoints`` (a folder for
 ``CheckpointCallback(on_exceptions=KeyboardInterrupt)``; ``every_n_batches`` adds regular checkpoints
 there; ``slow_exception_save``: seconds the exception checkpoint's model file takes, announced by
-printing SAVING), ``slow`` and ``announce`` (print TRAINING once rank 0 trains). Each rank writes
+printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (print TRAINING once rank 0 trains). Each rank writes
 ``<out>/rank_<r>.json`` when ``run()`` returns, and
 ``<out>/rank_<r>.exception`` (the exception's type and the batch count) from ``on_exception``.
 """
@@ -81,12 +81,15 @@ def main(config):
         if trouble.interrupted:
             print("SAVING", flush=True)
             time.sleep(config["slow_exception_save"])
+        else:
+            time.sleep(config.get("slow_regular_save", 0))
         holder["trainer"].driver.io.save_model(Path(folder) / "model", only_state_dict=True)
 
     if config.get("checkpoints"):
         callbacks.append(CheckpointCallback(config["checkpoints"], on_exceptions=KeyboardInterrupt,
                                             every_n_batches=config.get("every_n_batches"), save_object="checkpoint",
-                                            model_save_fn=model_save_fn if "slow_exception_save" in config else None))
+                                            model_save_fn=model_save_fn if {"slow_exception_save", "slow_regular_save"} & set(config)
+                                            else None))
     extra = {"collective_timeout": config["collective_timeout"]} if "collective_timeout" in config else {}
     trainer = Trainer(model, harness.make_dataloader(x, y, batch_size), harness.make_sgd(model, 0.1),
                       driver=harness.driver_name, device=config.get("device"), n_epochs=config.get("n_epochs", 3),
