@@ -11,6 +11,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
 from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
+from fastcore_train.controllers.interrupts import SaveGuard
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.events.callback import Callback
 from fastcore_train.log import logger
@@ -158,7 +159,7 @@ class CheckpointCallback(Callback):
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
         if self.on_exceptions and isinstance(exception, self.on_exceptions):
-            self._save(trainer, f"exception_{type(exception).__name__}")
+            self._save(trainer, f"exception_{type(exception).__name__}", exception_checkpoint=True)
 
     def on_save_checkpoint(self, trainer: Any) -> dict:
         return {"topk_saved": list(self.topk_saved), "run_folder": str(self.run_folder),
@@ -219,7 +220,13 @@ class CheckpointCallback(Callback):
         """``epoch_{e}-batch_{b}``: e is the 1-based epoch the last batch belongs to, for every schedule."""
         return f"epoch_{current_epoch(trainer)}-batch_{trainer.global_forward_batches}"
 
-    def _save(self, trainer: Any, name: str, results: Optional[dict] = None) -> None:
+    def _save(self, trainer: Any, name: str, results: Optional[dict] = None,
+              exception_checkpoint: bool = False) -> None:
+        # Ctrl-C during the write waits for it (a second press abandons it): controllers/interrupts.py
+        with SaveGuard(repr(str(self.run_folder / name)), stop_after=not exception_checkpoint):
+            self._write(trainer, name, results)
+
+    def _write(self, trainer: Any, name: str, results: Optional[dict] = None) -> None:
         target = self.run_folder / name
         extra = {EVALUATE_RESULTS_FILE: results} if results is not None and self.save_evaluate_results else None
         if self.save_object == "checkpoint":

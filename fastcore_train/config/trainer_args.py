@@ -74,7 +74,7 @@ class TrainerArgs:
     model_summary: bool = _arg(True, "Log the model summary table when training starts.")
     output_from_new_proc: str = _arg("only_error", "Self-launched ranks' output: all, ignore, only_error, or a folder "
                                                    "for rank_N.log files.")
-    collective_timeout: float = _arg(1800.0, "Data parallel: seconds a rank may make no progress before every rank "
+    collective_timeout: float = _arg(600.0, "Data parallel: seconds a rank may make no progress before every rank "
                                              "exits naming the rank that did not arrive.")
     report_to: list[str] = _arg([], "Metric logs and experiment trackers to report to: csv, tensorboard, mlflow, "
                                     "wandb, swanlab (or all: every installed one).")

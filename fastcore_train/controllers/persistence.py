@@ -18,6 +18,7 @@ from fastcore_train.convert.weights import LAYERS_KEY, layout_record
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
+from fastcore_train.parallel.watchdog import keeps_alive
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
 
 
@@ -38,6 +39,7 @@ class PersistenceMixin:
     _get_rng_state: Callable[[], dict[str, Any]]
     _user_optimizers: list[Any]  # the optimizers the user gave (the driver may wrap them)
 
+    @keeps_alive  # a long save or load is no collective timeout
     def save_model(self, folder: Union[str, Path], only_state_dict: bool = True,
                    model_save_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
         """Write the model into ``folder`` (as ``model<suffix>``, or via ``model_save_fn(folder)``)."""
@@ -51,6 +53,7 @@ class PersistenceMixin:
             ckpt.write_model_file(folder, self.driver, only_state_dict, **kwargs)
         self.driver.comm.barrier()
 
+    @keeps_alive  # a long save or load is no collective timeout
     def load_model(self, folder: Union[str, Path], only_state_dict: bool = True,
                    model_load_fn: Optional[Callable[[Path], None]] = None, **kwargs: Any) -> None:
         """Restore the model written by :meth:`save_model` (every rank loads)."""
@@ -70,6 +73,7 @@ class PersistenceMixin:
                                                                           **kwargs))
         self.driver.comm.barrier()
 
+    @keeps_alive  # a long save or load is no collective timeout
     def save_checkpoint(self, folder: Union[str, Path], only_state_dict: bool = True,
                         model_save_fn: Optional[Callable[[Path], None]] = None,
                         extra_json: Optional[dict[str, Any]] = None, blocking: bool = True) -> None:
@@ -127,6 +131,7 @@ class PersistenceMixin:
         pending = self._pending_rng_state
         return self._get_rng_state() if pending is None else pending
 
+    @keeps_alive  # a long save or load is no collective timeout
     def wait_for_checkpoint(self) -> None:
         """Wait until the checkpoint in flight is published and on disk; raise its error if it
         failed (:class:`~fastcore_train.checkpoint.async_writer.AsyncCheckpointError`). No-op when none is.
@@ -165,6 +170,7 @@ class PersistenceMixin:
                        "resumed from it steps without them. Save every k batches (every_n_batches a multiple of %d) or at "
                        "epoch ends to resume exactly.", done, k, done % k, k)
 
+    @keeps_alive  # a long save or load is no collective timeout
     def load_checkpoint(self, folder: Union[str, Path], resume_training: bool = True,
                         only_state_dict: bool = True,
                         model_load_fn: Optional[Callable[[Path], None]] = None) -> None:

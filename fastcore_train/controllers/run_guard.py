@@ -27,6 +27,7 @@ from typing import Any, Optional
 
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.log import logger
+from fastcore_train.parallel.run_markers import RunMarker
 from fastcore_train.parallel.watchdog import STOP_DECISION, Watchdog, progress_key, start_watchdog
 
 
@@ -62,9 +63,11 @@ class RunGuard:
         self._previous: Any = None
         self._installed = False
         self._acted_on_sigterm = False
+        self._marker = RunMarker(self.comm.rank)
 
     # ------------------------------------------------------------------ entering and leaving a run
     def __enter__(self) -> "RunGuard":
+        self._marker.__enter__()  # a rank leaving before run() ends is then a failure its launcher names
         if threading.current_thread() is threading.main_thread():  # Python runs handlers there only
             self._previous = signal.signal(signal.SIGTERM, self._on_sigterm)
             self._installed = True
@@ -77,6 +80,7 @@ class RunGuard:
         if self._watchdog is not None:
             self._watchdog.stop()
             self.comm.heartbeats = self._watchdog = None
+        self._marker.__exit__(kind, error, trace)  # run() has ended on this rank
         if self._installed:
             signal.signal(signal.SIGTERM, self._previous)
             self._installed = False

@@ -15,9 +15,10 @@ from typing import Any, Callable, Optional, Sequence
 
 from fastcore_train.parallel.environment import SINGLE_PROCESS, RankFacts
 
-#: Seconds a rank may go without progress in a data-parallel run before the job ends (30 minutes,
-#: as torch's and paddle's own process-group timeouts).
-DEFAULT_COLLECTIVE_TIMEOUT = 1800.0
+#: Seconds a rank may go without progress in a data-parallel run before the job ends: 10 minutes (as
+#: NCCL's default in torch). Long phases a rank cannot beat in (saving, loading) get 30 minutes
+#: (:data:`fastcore_train.parallel.watchdog.BUSY_LIMIT`); see docs/reliability.md for the reason.
+DEFAULT_COLLECTIVE_TIMEOUT = 600.0
 
 
 def check_collective_timeout(value: Any) -> float:

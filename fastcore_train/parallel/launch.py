@@ -6,7 +6,9 @@ environment variables the backend chooses. Failure handling is the same for ever
 
 - a worker that exits non-zero makes rank 0 stop every worker and exit non-zero (a watchdog
   thread, because rank 0 may be blocked in a collective operation), saying which rank ended and
-  how (its exit code, or the signal that killed it: "rank 1 was killed by SIGKILL");
+  how (its exit code, or the signal that killed it: "rank 1 was killed by SIGKILL"); so does a
+  worker that exits with code 0 in the middle of ``Trainer.run`` ("rank 1 (pid N) exited with code
+  0 before the job finished", told by its run marker: :mod:`fastcore_train.parallel.run_markers`);
 - a worker whose parent (rank 0) dies is killed by the kernel (``PR_SET_PDEATHSIG``);
 - rank 0 raising kills the workers before the exception propagates.
 """
@@ -15,10 +17,12 @@ from __future__ import annotations
 import atexit
 import ctypes
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import traceback
@@ -26,6 +30,7 @@ from typing import Callable, NoReturn, Optional
 
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
+from fastcore_train.parallel.run_markers import RUN_MARKERS_ENV, ended_inside_run
 
 OUTPUT_CHOICES = ("all", "ignore", "only_error")
 
@@ -92,10 +97,11 @@ def _die_with_parent() -> None:
         pass
 
 
-def how_it_ended(returncode: int) -> str:
-    """A process's end in words: "exited with code 1", "was killed by SIGKILL"."""
+def how_it_ended(returncode: int, early: bool = False) -> str:
+    """A process's end in words: "exited with code 1", "was killed by SIGKILL"; ``early``: it ended
+    inside ``Trainer.run`` ("exited with code 0 before the job finished")."""
     if returncode >= 0:
-        return f"exited with code {returncode}"
+        return f"exited with code {returncode}{' before the job finished' if early else ''}"
     try:
         return f"was killed by {signal.Signals(-returncode).name}"
     except ValueError:
@@ -114,11 +120,17 @@ class WorkerGroup:
     collective) acts on the first bad end: it waits :data:`FAILURE_GRACE` for the ranks that fall
     with it (a framework often aborts a rank whose peer vanished), names every rank that ended
     badly in the order they ended, stops the rest and ends this process with exit code 1.
+
+    Ending badly is a non-zero exit code, a signal, or exit code 0 while the rank's run marker in
+    ``markers`` says it was inside ``Trainer.run`` (see :mod:`fastcore_train.parallel.run_markers`);
+    the group removes ``markers`` when it is done.
     """
 
-    def __init__(self, processes: list[subprocess.Popen], ranks: Optional[list[int]] = None) -> None:
+    def __init__(self, processes: list[subprocess.Popen], ranks: Optional[list[int]] = None,
+                 markers: Optional[str] = None) -> None:
         self.processes = processes
         self.ranks = list(ranks) if ranks is not None else list(range(1, len(processes) + 1))
+        self.markers = markers
         self._stopping = False
         self._ended_at: dict[int, float] = {}  # index in processes -> time.monotonic() of its end
         self._an_end = threading.Event()
@@ -155,6 +167,7 @@ class WorkerGroup:
             if not self._stopping:
                 logger.error("%s: stopping every rank.", self.failure_report())
                 self.terminate()
+            self.remove_markers()
             sys.stdout.flush()
             sys.stderr.flush()
             os._exit(1)
@@ -162,10 +175,28 @@ class WorkerGroup:
     def failures(self) -> list[str]:
         """How each worker that ended badly ended, naming its rank, the first to end first:
         "rank 1 (pid 42) was killed by SIGKILL"."""
-        failed = [index for index, process in enumerate(self.processes) if process.poll() not in (None, 0)]
+        failed = [index for index, process in enumerate(self.processes)
+                  if process.poll() not in (None, 0) or (process.returncode == 0 and self._early(index))]
         failed.sort(key=lambda index: self._ended_at.get(index, float("inf")))
         return [f"rank {self.ranks[index]} (pid {self.processes[index].pid}) "
-                f"{how_it_ended(self.processes[index].returncode)}" for index in failed]
+                f"{how_it_ended(self.processes[index].returncode, self._early(index))}" for index in failed]
+
+    def _early(self, index: int) -> bool:
+        """Whether worker ``index`` ended inside ``Trainer.run`` (its run marker is still there)."""
+        return ended_inside_run(self.markers, self.ranks[index])
+
+    def wait_for_a_failure(self, seconds: float) -> bool:
+        """Wait up to ``seconds`` for a worker to end badly (what rank 0 saw may be its peer's end,
+        a moment before the process is gone); whether one did."""
+        deadline = time.monotonic() + seconds
+        while not self.failures() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        return bool(self.failures())
+
+    def remove_markers(self) -> None:
+        """Remove the run markers' folder (once the group is done with it)."""
+        if self.markers is not None:
+            shutil.rmtree(self.markers, ignore_errors=True)
 
     def failure_report(self) -> str:
         """:meth:`failures` in one sentence: the first bad end, then the ones that followed it."""
@@ -192,6 +223,7 @@ class WorkerGroup:
                 process.wait(timeout=max(0.0, deadline - time.monotonic()))
             except subprocess.TimeoutExpired:
                 process.kill()
+        self.remove_markers()
 
     def wait(self) -> None:
         """Wait for every worker to end (the watcher still acts on a bad end meanwhile)."""
@@ -208,12 +240,16 @@ class WorkerGroup:
                 logger.error("Worker %d did not finish within 60 s of rank 0; killing it.", process.pid)
                 process.kill()
         self._stopping = True
+        self.remove_markers()
 
 
 def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]],
-                 output_from_new_proc: str) -> subprocess.Popen:
-    """Start rank ``rank`` running this process's command line (see :func:`spawn_workers`)."""
+                 output_from_new_proc: str, markers: Optional[str] = None) -> subprocess.Popen:
+    """Start rank ``rank`` running this process's command line (see :func:`spawn_workers`);
+    ``markers``: the folder of the ranks' run markers."""
     env = {**os.environ, **env_for_rank(rank), LAUNCHED_RANK_ENV: str(rank)}
+    if markers is not None:
+        env[RUN_MARKERS_ENV] = markers
     stdout, stderr = _output_streams(output_from_new_proc, rank)
     return subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr, preexec_fn=_die_with_parent)
 
@@ -229,9 +265,10 @@ def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]]
     (this process then only supervises the workers); ``rank_zero_output`` is then its own choice.
     """
     ranks = list(range(first_rank, world_size))
+    markers = tempfile.mkdtemp(prefix="fastcore-train-run-markers-")
     processes = [start_worker(rank, env_for_rank, rank_zero_output if rank == 0 and rank_zero_output
-                              else output_from_new_proc) for rank in ranks]
-    return WorkerGroup(processes, ranks)
+                              else output_from_new_proc, markers) for rank in ranks]
+    return WorkerGroup(processes, ranks, markers)
 
 
 def _output_streams(choice: str, rank: int) -> tuple[Optional[object], Optional[object]]:
@@ -253,7 +290,8 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
     (ours, or a framework launcher's) reports and leaves at once; its launcher stops the rest.
     """
     if workers is not None:
-        if workers.failures():  # the cause, when what rank 0 saw is a collective failing ("Connection closed by peer")
+        # the cause, when what rank 0 saw is a collective failing ("Connection reset by peer")
+        if workers.wait_for_a_failure(FAILURE_GRACE):
             logger.error("%s; stopping every rank.", workers.failure_report())
         workers.terminate()
         return

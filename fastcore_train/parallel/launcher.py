@@ -120,6 +120,7 @@ class SpawnAllRanks(SpawnWorkers):
             os._exit(130)
         if group.failures():
             group.give_up()  # names the ranks, the first to end first
+        group.remove_markers()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(0)

@@ -4,15 +4,22 @@ While ``Trainer.run`` trains data-parallel, every rank records where it is in a 
 shared by the ranks of the machine (a memory-mapped file, one slot per rank: a progress point
 and the time it was reached). The Trainer marks the points every rank passes in the same order
 (a batch's training step, the stop decision after it, an epoch's end); evaluation batches only
-refresh the time. A watchdog thread per rank checks its own slot: when this rank has not moved
-for ``collective_timeout`` seconds (waiting for a peer in a collective, or stuck itself), it reads
-the table, names the ranks that are behind (those that did not arrive where the others are),
-says where this rank's main thread is, and ends the process with exit code 1 (``os._exit``:
-a thread cannot interrupt a collective). Every rank does the same, so no rank hangs.
+refresh the time. A watchdog thread per rank checks the table: when no rank of the machine has
+moved for ``collective_timeout`` seconds (this one waiting for a peer in a collective, or stuck
+itself, and none busy evaluating meanwhile), it names the ranks that are behind (those that did
+not arrive where the others are), says where this rank's main thread is, and ends the process
+with exit code 1 (``os._exit``: a thread cannot interrupt a collective). Every rank does the
+same, so no rank hangs. Ranks on several machines watch their own slot only.
+
+Saving and loading (:func:`keeps_alive`, around the Trainer's ``save_*``/``load_*``) are long
+phases a rank cannot beat in (one framework call writing a large file): while a rank is in one,
+its limit is :data:`BUSY_LIMIT` (or ``collective_timeout`` if longer), so a slow save on rank 0
+is not a false timeout, and a save that never returns still ends the job.
 
 Frameworks with a timeout of their own (torch's process group, paddle's NCCL groups) get
 :func:`framework_timeout` as a backstop for collectives outside ``Trainer.run``; it is longer
-than ours so that ours, which names the rank, speaks first.
+than ours (and than :data:`BUSY_LIMIT`, as a rank waits in a barrier during another's save) so
+that ours, which names the rank, speaks first.
 """
 from __future__ import annotations
 
@@ -27,7 +34,9 @@ import tempfile
 import threading
 import time
 import traceback
-from typing import Any, Optional
+from contextlib import contextmanager
+from functools import wraps
+from typing import Any, Callable, Iterator, Optional, TypeVar
 
 from fastcore_train.log import logger
 
@@ -35,6 +44,9 @@ from fastcore_train.log import logger
 EXIT_CODE = 1
 #: Extra seconds a framework's own timeout gets over ``collective_timeout`` (see the module docstring).
 FRAMEWORK_MARGIN = 60.0
+#: Seconds a rank may spend saving or loading (:func:`keeps_alive`) without a heartbeat: the former
+#: default collective timeout, so a slow save is never cut shorter than it was.
+BUSY_LIMIT = 1800.0
 
 _SLOT = struct.Struct("<qd")  # progress key, time (time.monotonic: one clock for every process of a machine)
 _PHASES = 8
@@ -47,8 +59,9 @@ _PLACES = {START: "the start of training", STEP: "the training step of batch {b}
 
 
 def framework_timeout(collective_timeout: float) -> float:
-    """The timeout to give a framework's own process group: ours plus :data:`FRAMEWORK_MARGIN`."""
-    return collective_timeout + FRAMEWORK_MARGIN
+    """The timeout to give a framework's own process group: ours (at least :data:`BUSY_LIMIT`, as a rank
+    waits in a barrier while another saves) plus :data:`FRAMEWORK_MARGIN`."""
+    return max(collective_timeout, BUSY_LIMIT) + FRAMEWORK_MARGIN
 
 
 def progress_key(batch: int, point: int) -> int:
@@ -71,6 +84,8 @@ class Heartbeats:
             self._map = mmap.mmap(file.fileno(), _SLOT.size * world_size)
         self._offset = rank * _SLOT.size
         self.key = -1
+        #: How many saving or loading phases this rank is in (:meth:`busy`).
+        self.busy_depth = 0
 
     @staticmethod
     def create(path: str, world_size: int) -> None:
@@ -86,8 +101,22 @@ class Heartbeats:
         """This rank is busy and well (an evaluation batch): refresh the time only."""
         _SLOT.pack_into(self._map, self._offset, self.key, time.monotonic())
 
+    @contextmanager
+    def busy(self) -> Iterator[None]:
+        """This rank saves or loads: a long phase without heartbeats (see :data:`BUSY_LIMIT`)."""
+        self.busy_depth += 1
+        try:
+            yield
+        finally:
+            self.busy_depth -= 1
+            self.touch()
+
     def last_beat(self) -> float:
         return _SLOT.unpack_from(self._map, self._offset)[1]
+
+    def last_beat_of_any(self) -> float:
+        """The latest heartbeat of any rank in the table (a rank evaluating keeps the ones waiting alive)."""
+        return max(moment for _, moment in self.read())
 
     def read(self) -> list[tuple[int, float]]:
         return [_SLOT.unpack_from(self._map, rank * _SLOT.size) for rank in range(self.world_size)]
@@ -153,12 +182,22 @@ class Watchdog:
     def _watch(self) -> None:
         interval = min(1.0, self.timeout / 10)
         while not self._stopped.wait(interval):
-            if time.monotonic() - self.heartbeats.last_beat() > self.timeout:
+            if self.stuck_for() > self.limit():
                 self._give_up()
+
+    def limit(self) -> float:
+        """Seconds this rank may go without progress now: ``timeout``, or :data:`BUSY_LIMIT` while it
+        saves or loads."""
+        return max(self.timeout, BUSY_LIMIT) if self.heartbeats.busy_depth else self.timeout
+
+    def stuck_for(self) -> float:
+        """Seconds since any rank of the machine moved (this rank only, across machines)."""
+        latest = self.heartbeats.last_beat_of_any() if self.shared else self.heartbeats.last_beat()
+        return time.monotonic() - latest
 
     def _give_up(self) -> None:
         table = self.heartbeats.read() if self.shared else None
-        message = diagnosis(self.heartbeats.rank, self.timeout, table, _main_thread_place())
+        message = diagnosis(self.heartbeats.rank, self.limit(), table, _main_thread_place())
         if logger.isEnabledFor(logging.ERROR) and logger.handlers:
             logger.error(message)
         else:
@@ -188,3 +227,19 @@ def start_watchdog(comm: Any, timeout: float) -> Watchdog:
         Heartbeats.create(os.path.join(own, "heartbeats"), comm.world_size)
         heartbeats, folder = Heartbeats(os.path.join(own, "heartbeats"), comm.world_size, comm.rank), own
     return Watchdog(heartbeats, timeout, shared, folder).start()
+
+
+Method = TypeVar("Method", bound=Callable[..., Any])
+
+
+def keeps_alive(method: Method) -> Method:
+    """Mark a Trainer method (``save_checkpoint``, ``load_checkpoint``...) as a long phase without
+    heartbeats: while it runs in a watched run, this rank's limit is :data:`BUSY_LIMIT`."""
+    @wraps(method)
+    def wrapper(self: Any, *args: Any, **kwargs: Any) -> Any:
+        heartbeats = getattr(self.driver.comm, "heartbeats", None)
+        if heartbeats is None:
+            return method(self, *args, **kwargs)
+        with heartbeats.busy():
+            return method(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]

@@ -17,7 +17,7 @@ def build(harness, **kwargs):
 
 
 def test_the_default_and_a_given_timeout_reach_the_driver(harness):
-    assert build(harness).driver.comm.timeout == DEFAULT_COLLECTIVE_TIMEOUT == 1800
+    assert build(harness).driver.comm.timeout == DEFAULT_COLLECTIVE_TIMEOUT == 600
     assert build(harness, collective_timeout=90).driver.comm.timeout == 90.0
     x, y = make_data(8)
     evaluator = Evaluator(harness.make_model(initial_weights()), {"dev": harness.make_dataloader(x, y, 4)},

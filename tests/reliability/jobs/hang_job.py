@@ -4,9 +4,12 @@ Usage: python hang_job.py CONFIG_JSON. Config: ``backend``, ``out``, ``device``,
 optionally ``n_epochs``, ``accumulation_steps``, ``collective_timeout``, ``hang_rank``/``hang_at``
 (that rank sleeps for good after global batch ``hang_at``), ``stop_rank``/``stop_at`` (that rank
 alone calls ``stop_training()`` after batch ``stop_at``; ``stop_at: "epoch"`` at the first epoch's
-end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``checkpoints`` (a folder for
-``CheckpointCallback(on_exceptions=KeyboardInterrupt)``), ``slow`` and ``announce`` (print
-TRAINING once rank 0 trains). Each rank writes ``<out>/rank_<r>.json`` when ``run()`` returns, and
+end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``exit0_rank``/``exit0_at`` (that rank
+ends with ``os._exit(0)``), ``checkpoints`` (a folder for
+``CheckpointCallback(on_exceptions=KeyboardInterrupt)``; ``every_n_batches`` adds regular checkpoints
+there; ``slow_exception_save``: seconds the exception checkpoint's model file takes, announced by
+printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (print TRAINING once rank 0 trains). Each rank writes
+``<out>/rank_<r>.json`` when ``run()`` returns, and
 ``<out>/rank_<r>.exception`` (the exception's type and the batch count) from ``on_exception``.
 """
 import importlib
@@ -30,6 +33,7 @@ class Trouble(Callback):
 
     def __init__(self, config, out):
         self.config, self.out = config, out
+        self.interrupted = False
 
     def _mine(self, trainer, key):
         return f"{key}_rank" in self.config and trainer.driver.comm.rank == self.config[f"{key}_rank"]
@@ -42,6 +46,8 @@ class Trouble(Callback):
             trainer.stop_training()
         if self._mine(trainer, "kill") and batches == self.config["kill_at"]:
             os.kill(os.getpid(), signal.SIGKILL)
+        if self._mine(trainer, "exit0") and batches == self.config["exit0_at"]:
+            os._exit(0)
         if self.config.get("slow"):
             time.sleep(0.05)
 
@@ -54,6 +60,7 @@ class Trouble(Callback):
             print("TRAINING", flush=True)
 
     def on_exception(self, trainer, exception):
+        self.interrupted = True
         Path(self.out, f"rank_{trainer.driver.comm.rank}.exception").write_text(json.dumps(
             {"type": type(exception).__name__, "batches": trainer.global_forward_batches}))
 
@@ -66,15 +73,29 @@ def main(config):
     x, y = make_data(64, seed=4)
     batch_size = 8 * (world_size if backend.global_batch_size else 1)  # 4 batches per rank and epoch
     model = harness.make_model(initial_weights())
-    callbacks = [Trouble(config, out)]
+    trouble = Trouble(config, out)
+    callbacks = [trouble]
+    holder = {}
+
+    def model_save_fn(folder):  # the model file, slow to write for the exception checkpoint
+        if trouble.interrupted:
+            print("SAVING", flush=True)
+            time.sleep(config["slow_exception_save"])
+        else:
+            time.sleep(config.get("slow_regular_save", 0))
+        holder["trainer"].driver.io.save_model(Path(folder) / "model", only_state_dict=True)
+
     if config.get("checkpoints"):
         callbacks.append(CheckpointCallback(config["checkpoints"], on_exceptions=KeyboardInterrupt,
-                                            save_object="checkpoint"))
+                                            every_n_batches=config.get("every_n_batches"), save_object="checkpoint",
+                                            model_save_fn=model_save_fn if {"slow_exception_save", "slow_regular_save"} & set(config)
+                                            else None))
     extra = {"collective_timeout": config["collective_timeout"]} if "collective_timeout" in config else {}
     trainer = Trainer(model, harness.make_dataloader(x, y, batch_size), harness.make_sgd(model, 0.1),
                       driver=harness.driver_name, device=config.get("device"), n_epochs=config.get("n_epochs", 3),
                       accumulation_steps=config.get("accumulation_steps", 1), progress_bar=None, callbacks=callbacks,
                       **extra)
+    holder["trainer"] = trainer
     trainer.run(num_eval_sanity_batch=0)
     rank = trainer.driver.comm.rank
     (out / f"rank_{rank}.json").write_text(json.dumps({"batches": trainer.global_forward_batches,

@@ -1,0 +1,82 @@
+"""Ctrl-C pressed again while the exception checkpoint is being written (``CheckpointCallback(
+on_exceptions=KeyboardInterrupt)``), with real SIGINTs to a real one-process job, on every backend.
+
+The next Ctrl-C is deferred: the save completes and ``run()`` returns as after one Ctrl-C (before, the
+second KeyboardInterrupt landed in the framework's writer: torch's "unexpected pos", no exception
+checkpoint, exit code 1). The Ctrl-C after that abandons the save cleanly: no temporary is left, the
+earlier checkpoints are intact, and a warning says the save was abandoned."""
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from tests.distributed.launchers import BACKENDS, job_environment
+
+JOB = Path(__file__).parent / "jobs" / "hang_job.py"
+SLOW_SAVE = 3.0  # seconds the exception checkpoint's model file takes in these jobs
+
+
+def start(backend_name: str, tmp_path: Path) -> subprocess.Popen:
+    backend = BACKENDS[backend_name]
+    config = {"backend": backend.name, "out": str(tmp_path), "device": "cpu", "world_size": 1, "n_epochs": 100000,
+              "slow": True, "announce": True, "checkpoints": str(tmp_path / "checkpoints"), "every_n_batches": 2,
+              "slow_exception_save": SLOW_SAVE}
+    job = subprocess.Popen(backend.command(JOB, config, "self", 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                           text=True, env=job_environment())
+    assert "TRAINING" in job.stdout.readline()
+    time.sleep(1.5)  # a few batches: a regular checkpoint (every 2 batches) is on disk
+    return job
+
+
+def finish(job: subprocess.Popen) -> str:
+    try:
+        _, stderr = job.communicate(timeout=90)
+    finally:
+        if job.poll() is None:
+            job.kill()
+    return stderr
+
+
+def saved(tmp_path: Path, name: str) -> list[Path]:
+    return list((tmp_path / "checkpoints").glob(f"*/{name}/meta.json"))
+
+
+def temporaries(tmp_path: Path) -> list[Path]:
+    return [path for path in (tmp_path / "checkpoints").rglob("*") if ".tmp-" in path.name]
+
+
+def test_ctrl_c_twice_quickly_waits_for_the_exception_checkpoint(backend_name, tmp_path):
+    job = start(backend_name, tmp_path)
+    job.send_signal(signal.SIGINT)
+    time.sleep(0.05)
+    job.send_signal(signal.SIGINT)
+    stderr = finish(job)
+    assert job.returncode == 0, stderr[-3000:]  # run() returned as after one Ctrl-C, and the script went on
+    assert "press Ctrl-C again to abandon it" in stderr, stderr[-3000:]
+    assert len(saved(tmp_path, "exception_KeyboardInterrupt")) == 1, stderr[-3000:]
+    assert json.loads((tmp_path / "rank_0.exception").read_text())["type"] == "KeyboardInterrupt"
+    assert temporaries(tmp_path) == [] and "unexpected pos" not in stderr
+
+
+def test_ctrl_c_again_during_the_save_abandons_it_cleanly(backend_name, tmp_path):
+    job = start(backend_name, tmp_path)
+    job.send_signal(signal.SIGINT)
+    line = job.stdout.readline()
+    assert "SAVING" in line, (line, finish(job)[-3000:])  # the exception checkpoint's write has begun
+    earlier = sorted(path.parent.name for path in saved(tmp_path, "epoch_*"))
+    assert earlier, "a regular checkpoint exists before the exception checkpoint"
+    job.send_signal(signal.SIGINT)  # deferred
+    time.sleep(0.05)
+    job.send_signal(signal.SIGINT)  # abandons
+    started = time.monotonic()
+    stderr = finish(job)
+    assert time.monotonic() - started < SLOW_SAVE, "the save was abandoned, not finished"
+    assert job.returncode == 0, stderr[-3000:]
+    assert "Abandoned the exception checkpoint" in stderr and "earlier checkpoints are intact" in stderr, stderr[-3000:]
+    assert saved(tmp_path, "exception_KeyboardInterrupt") == [] and temporaries(tmp_path) == []
+    for name in earlier:  # still complete
+        meta = saved(tmp_path, name)[0]
+        assert json.loads(meta.read_text())["checksums"], name
