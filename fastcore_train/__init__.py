@@ -1,6 +1,9 @@
 """fastcore_train: one Trainer for models written in PyTorch, PaddlePaddle, Jittor or OneFlow.
 
 Importing the package is cheap and loads no framework: public names are resolved on first use.
+Under ``srun`` (several tasks, no other launcher) it writes the ``env://`` variables (``RANK``,
+``WORLD_SIZE``, ``MASTER_ADDR``...) from SLURM's first, so a framework imported after it (oneflow
+reads them at import) sees the job: see :mod:`fastcore_train.parallel.slurm`.
 """
 from __future__ import annotations
 
@@ -11,6 +14,16 @@ from fastcore_train.utils import moved_modules
 from fastcore_train.version import __version__
 
 moved_modules.install()  # old paths of modules that moved (fastcore_train.demo_config, ...) keep working
+
+
+def _export_slurm_variables() -> None:
+    from fastcore_train.parallel.environment import MPIRUN, ONEFLOW_LAUNCH, PADDLE_LAUNCH, TORCHRUN
+    from fastcore_train.parallel.slurm import export_env_variables
+
+    export_env_variables((TORCHRUN, PADDLE_LAUNCH, MPIRUN, ONEFLOW_LAUNCH))  # the built-in backends' launchers
+
+
+_export_slurm_variables()
 
 _EXPORTS = {
     "Trainer": "fastcore_train.controllers.trainer",
@@ -73,6 +86,7 @@ _EXPORTS = {
     "save_neutral_weights": "fastcore_train.convert",
     "load_neutral_weights": "fastcore_train.convert",
     "add_log_file": "fastcore_train.log",
+    "get_last_checkpoint": "fastcore_train.checkpoint.resume",
     "set_log_level": "fastcore_train.log",
 }
 

@@ -70,8 +70,10 @@ def check_trainer_values(trainer: Any, argv: Sequence[str]) -> None:
 
 
 def check_resume_from(resume_from: Optional[str], argv: Sequence[str]) -> None:
-    """``trainer.resume_from`` must be a checkpoint folder (or one a crashed save moved aside)."""
-    if resume_from is None:
+    """``trainer.resume_from`` must be a checkpoint folder (or one a crashed save moved aside), or
+    ``auto`` / ``auto:<folder>`` (the newest checkpoint found when the run starts)."""
+    from fastcore_train.checkpoint.resume import is_auto
+    if resume_from is None or is_auto(resume_from):
         return
     from fastcore_train.checkpoint.checksums import META_FILE
     folder = Path(resume_from)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
+from fastcore_train.checkpoint.resume import choose_resume_folder, is_auto
 from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_nan_guard, check_run_arguments,
                                                   check_train_dataloader, check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
@@ -240,7 +241,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         ``num_train_batch_per_epoch``/``num_eval_batch_per_dl`` cap batches (-1: all);
         ``num_eval_sanity_batch`` batches are evaluated before training to catch errors early
         (0: none, -1: every batch; with ``n_epochs=0`` that evaluation is all a run does);
-        ``resume_from`` is a checkpoint folder to continue from.
+        ``resume_from`` is a checkpoint folder to continue from; ``"auto"`` continues from the newest
+        complete checkpoint of the Trainer's ``CheckpointCallback(save_object="checkpoint")`` and
+        ``"auto:<folder>"`` from the newest in ``<folder>``, each a fresh start when there is none
+        (for preemptible jobs: the same command restarts or resumes; see docs/checkpoints.md).
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
         if self.state.n_epochs == 0 and self.state.n_batches <= 0 and num_eval_sanity_batch == 0:
@@ -265,6 +269,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         """:meth:`run` inside its :class:`~fastcore_train.controllers.run_guard.RunGuard`."""
         guard = self._guard
         try:
+            if is_auto(resume_from):
+                resume_from = choose_resume_folder(str(resume_from), self.callback_manager.callbacks, self.driver.comm)
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
             if self.state.n_epochs == 0 and self.state.n_batches <= 0:

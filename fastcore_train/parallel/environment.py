@@ -16,6 +16,8 @@ from typing import Iterable, Mapping, Optional
 
 #: Set in the environment of every rank fastcore_train starts itself; its value is the rank (or "mpi").
 LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
+#: Set beside the launcher variables written from SLURM's (:mod:`fastcore_train.parallel.slurm`); its value is the rank.
+SLURM_EXPORTED_ENV = "FASTCORE_TRAIN_FROM_SLURM"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,12 @@ def _first_int(environ: Mapping[str, str], names: Iterable[str]) -> Optional[int
         if value.lstrip("-").isdigit():
             return int(value)
     return None
+
+
+def _launcher_name(environ: Mapping[str, str], name: str) -> str:
+    if LAUNCHED_RANK_ENV in environ:
+        return "self-launched"
+    return "srun" if SLURM_EXPORTED_ENV in environ else name
 
 
 def _first_text(environ: Mapping[str, str], names: Iterable[str]) -> Optional[str]:
@@ -86,7 +94,7 @@ class LaunchEnvironment:
             address = f"{address}:{port}"
         return RankFacts(rank=rank, local_rank=rank if local_rank is None else local_rank, world_size=world_size,
                          node_rank=node_rank, master_address=address,
-                         launcher="self-launched" if LAUNCHED_RANK_ENV in environ else self.name)
+                         launcher=_launcher_name(environ, self.name))
 
     def variables_for(self, rank: int, world_size: int, master_host: str, master_port: int) -> dict[str, str]:
         """The variables to start rank ``rank`` of a one-machine job with, as this launcher would."""

@@ -82,3 +82,57 @@ def run_job(backend: Backend, job: Path, config: dict, launcher: str = "self", n
     device: Optional[object] = (["cpu"] * nproc if nproc > 1 else "cpu") if launcher == "self" else None
     config = {"backend": backend.name, "device": device, "world_size": nproc, **config}
     return run_process_tree(backend.command(job, config, launcher, nproc), timeout, env=job_environment())
+
+
+def free_slurm_job_id() -> int:
+    """A SLURM job id whose derived master port (``fastcore_train.parallel.slurm.master_port_for``) is free here."""
+    import random
+    import socket
+
+    from fastcore_train.parallel.slurm import master_port_for
+
+    for _ in range(200):
+        job_id = random.randrange(100000, 10_000_000)
+        with socket.socket() as probe:
+            try:
+                probe.bind(("127.0.0.1", master_port_for(job_id)))
+            except OSError:
+                continue
+        return job_id
+    raise RuntimeError("no free port in the SLURM master port range")
+
+
+def srun_environments(ntasks: int, job_id: int, node: str = "localhost") -> list[dict[str, str]]:
+    """What ``srun --ntasks N`` sets for each task on one node (and nothing from any other launcher)."""
+    shared = {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id), "SLURM_JOB_NAME": "train",
+              "SLURM_STEP_ID": "0", "SLURM_NTASKS": str(ntasks), "SLURM_NPROCS": str(ntasks), "SLURM_NNODES": "1",
+              "SLURM_JOB_NODELIST": node, "SLURM_STEP_NODELIST": node, "SLURM_TASKS_PER_NODE": str(ntasks),
+              "SLURM_STEP_NUM_TASKS": str(ntasks), "SLURM_NODEID": "0"}
+    return [{**shared, "SLURM_PROCID": str(rank), "SLURM_LOCALID": str(rank)} for rank in range(ntasks)]
+
+
+def run_srun_job(backend: Backend, job: Path, config: dict, nproc: int = 2,
+                 timeout: float = 180) -> list[subprocess.CompletedProcess]:
+    """Start ``nproc`` plain ``python job.py`` tasks as srun would (SLURM's variables only, device=None)
+    and wait for all of them; on timeout every task's process group is killed."""
+    import signal
+    import time
+
+    config = {"backend": backend.name, "device": None, "world_size": nproc, **config}
+    command = [sys.executable, str(job), json.dumps(config)]
+    base = {key: value for key, value in job_environment().items()
+            if not key.startswith(("SLURM_", "PADDLE_", "OMPI_", "PMI_", "FASTCORE_TRAIN_"))}
+    tasks = [subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True, env={**base, **variables})
+             for variables in srun_environments(nproc, free_slurm_job_id())]
+    deadline, done = time.monotonic() + timeout, []
+    try:
+        for task in tasks:
+            stdout, stderr = task.communicate(timeout=max(1.0, deadline - time.monotonic()))
+            done.append(subprocess.CompletedProcess(command, task.returncode, stdout, stderr))
+    except subprocess.TimeoutExpired:
+        for task in tasks:
+            if task.poll() is None:
+                os.killpg(task.pid, signal.SIGKILL)
+        raise AssertionError(f"the simulated srun job did not end within {timeout} s")
+    return done

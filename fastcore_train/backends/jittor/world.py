@@ -18,11 +18,20 @@ import numpy as np
 from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.environment import MPIRUN, RankFacts
 from fastcore_train.parallel.launcher import MPI_INSTALL_HINT
+from fastcore_train.parallel.slurm import refuse_slurm_only
+
+#: Why srun alone cannot start jittor's ranks, and what to run instead.
+SLURM_REMEDY = ("jittor joins an MPI job only when Open MPI's mpirun started it (it looks for OMPI_COMM_WORLD_SIZE "
+                "when imported; srun, even with --mpi=pmix, does not set it). In the job script run one mpirun "
+                "inside the allocation instead of srun: `mpirun -np $SLURM_NTASKS python train.py` (see "
+                "docs/multinode.md, SLURM).")
 
 
 def world_from_environment() -> Optional[RankFacts]:
-    """The rank facts of an MPI rank of a job of several; None in a plain process."""
+    """The rank facts of an MPI rank of a job of several; None in a plain process. A task srun
+    started as one of several is an error (jittor cannot take its rank from SLURM)."""
     if not (jt.in_mpi and jt.world_size > 1):
+        refuse_slurm_only("jittor", SLURM_REMEDY)
         return None
     return MPIRUN.detect() or RankFacts(rank=int(jt.rank), local_rank=int(jt.rank), world_size=int(jt.world_size),
                                         launcher=MPIRUN.name)

@@ -16,12 +16,30 @@ import oneflow as flow
 from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
+from fastcore_train.parallel.slurm import SlurmLaunchError, slurm_facts
+
+#: What to do when oneflow fixed a world of one before SLURM's variables were read.
+_IMPORT_ORDER_HINT = ("`import oneflow` reads RANK, WORLD_SIZE and MASTER_* once, when it is first imported, and "
+                      "this process imported it before fastcore_train could write them from SLURM's variables. "
+                      "Import fastcore_train before oneflow in the script, or export them in the job script: "
+                      "srun bash -c 'RANK=$SLURM_PROCID LOCAL_RANK=$SLURM_LOCALID WORLD_SIZE=$SLURM_NTASKS "
+                      "MASTER_ADDR=... MASTER_PORT=... python train.py' (see docs/multinode.md, SLURM).")
 
 
 def world_from_environment() -> Optional[RankFacts]:
-    """The rank facts of a launched rank; None in a plain process (no launcher, or world size 1)."""
+    """The rank facts of a launched rank (oneflow's launcher, our self-launch, or srun through the
+    variables ``import fastcore_train`` wrote); None in a plain process."""
     facts = ONEFLOW_LAUNCH.detect()
-    return facts if facts is not None and facts.is_distributed else None
+    if facts is None or not facts.is_distributed:
+        srun = slurm_facts()
+        if srun is not None:
+            raise SlurmLaunchError(f"srun started this process as task {srun.rank} of {srun.world_size}, but "
+                                   f"oneflow runs as a single process: {_IMPORT_ORDER_HINT}")
+        return None
+    if facts.launcher == "srun" and flow.env.get_world_size() != facts.world_size:
+        raise SlurmLaunchError(f"srun started this process as task {facts.rank} of {facts.world_size}, but oneflow "
+                               f"set itself up for {flow.env.get_world_size()}: {_IMPORT_ORDER_HINT}")
+    return facts
 
 
 def launch_environments(world_size: int) -> list[dict[str, str]]:

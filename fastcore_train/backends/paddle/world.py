@@ -10,16 +10,39 @@ self-launched ranks.
 from __future__ import annotations
 
 import os
-from typing import Optional
+from typing import Mapping, Optional
 
 import paddle.distributed as dist
 
 from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts
+from fastcore_train.parallel.slurm import adopt_slurm, local_world_size, slurm_facts, task_hosts
+
 
 def world_from_environment() -> Optional[RankFacts]:
-    """The rank facts paddle's launcher (or our self-launch) put in the environment, if any."""
-    return PADDLE_LAUNCH.detect()
+    """The rank facts paddle's launcher (or our self-launch) put in the environment, else srun's
+    (then paddle's launcher variables are written from SLURM's, for ``fleet.init`` to read)."""
+    facts = PADDLE_LAUNCH.detect()
+    if facts is None:
+        facts = slurm_facts()
+        if facts is not None:
+            adopt_slurm(slurm_variables(facts, os.environ))
+    return facts
+
+
+def slurm_variables(facts: RankFacts, environ: Mapping[str, str]) -> dict[str, str]:
+    """Paddle's launcher variables for one srun task: ranks and sizes from SLURM's, rank 0's TCP
+    store at the job's master, one endpoint per task (its host; the port is only a name there)."""
+    host, port = str(facts.master_address).rsplit(":", 1)
+    local_size = local_world_size(environ, facts)
+    hosts = task_hosts(environ, facts)
+    endpoints = [f"{task_host}:{int(port) + 1 + rank % max(local_size, 1)}" for rank, task_host in enumerate(hosts)]
+    return {"PADDLE_TRAINER_ID": str(facts.rank), "PADDLE_GLOBAL_RANK": str(facts.rank),
+            "PADDLE_TRAINERS_NUM": str(facts.world_size), "PADDLE_GLOBAL_SIZE": str(facts.world_size),
+            "PADDLE_LOCAL_RANK": str(facts.local_rank), "PADDLE_RANK_IN_NODE": str(facts.local_rank),
+            "PADDLE_LOCAL_SIZE": str(local_size), "PADDLE_NNODES": str(len(set(hosts))),
+            "PADDLE_MASTER": f"{host}:{port}", "PADDLE_TRAINER_ENDPOINTS": ",".join(endpoints),
+            "PADDLE_CURRENT_ENDPOINT": endpoints[facts.rank]}
 
 
 def world_from_process_group() -> Optional[RankFacts]:

@@ -8,10 +8,13 @@ from typing import Optional
 import torch.distributed as dist
 
 from fastcore_train.parallel.environment import TORCHRUN, RankFacts
+from fastcore_train.parallel.slurm import launched_or_slurm
+
 
 def world_from_environment() -> Optional[RankFacts]:
-    """The rank facts torchrun (or our self-launch) put in the environment, if any."""
-    return TORCHRUN.detect()
+    """The rank facts torchrun (or our self-launch) put in the environment, else srun's (whose
+    ``env://`` variables ``init_process_group`` reads)."""
+    return launched_or_slurm(TORCHRUN)
 
 
 def world_from_process_group() -> Optional[RankFacts]:
