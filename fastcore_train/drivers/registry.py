@@ -96,7 +96,7 @@ def _tell_the_log_which_rank() -> None:
     logged before the Trainer exists name the right rank. No framework is imported."""
     try:
         facts = detect_rank_facts(launch_environments())
-    except ValueError:  # a job that looks half-launched: the Trainer says so when it sets up its ranks
+    except (ValueError, RuntimeError):  # a job that looks half-launched: the Trainer says so when it sets up its ranks
         return
     adopt_launched_rank(facts.rank, facts.world_size)
 

@@ -75,7 +75,7 @@ def test_the_command_exits_2_with_one_line_for_a_refused_value(tmp_path):
     assert completed.returncode == 2
     assert completed.stderr.strip().splitlines() == [
         "python -m fastcore_train fit: error: command line: key 'trainer.collective_timeout': collective_timeout "
-        "must be a positive number of seconds (default 1800), got -1.0."]
+        "must be a positive number of seconds (default 600), got -1.0."]
 
 
 def test_the_users_config_in_output_dir_is_never_overwritten(capsys, tmp_path, monkeypatch):
