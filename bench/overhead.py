@@ -11,7 +11,8 @@ Reported:
 
 * ``hand-again / hand``: a second, independent hand loop (own model, own loader); an A/A
   control whose spread shows how much of the other ratios is machine noise.
-* ``trainer / hand``: Trainer built with ``progress_bar=None``; the number the target applies to.
+* ``trainer / hand``: Trainer built with ``progress_bar=None`` (its default NaN guard on); the number the
+  target applies to.
 * ``trainer+raw / hand``: Trainer built with ``progress_bar="raw"`` (what the default ``"auto"``
   resolves to when stdout is not a terminal); shows what the progress display costs.
 * ``trainer+rich / hand``: the rich bar (what ``"auto"`` picks in a terminal), rendered to
@@ -218,8 +219,10 @@ def main(argv: Any = None) -> int:
     contenders["hand-again"] = hands.hand_epoch(loader(), *models["hand-again"])
     bare_trainer, contenders["trainer"] = make_trainer_epoch(hands, loader(), *models["trainer"], None)
     raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(hands, loader(), *models["trainer+raw"], "raw")
-    assert bare_trainer.callback_manager.callbacks == [], "progress_bar=None should leave no callback"
-    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress"]
+    # What a user gets by default beside the bar: the NaN guard (a finiteness check every 50 batches).
+    assert [type(c).__name__ for c in bare_trainer.callback_manager.callbacks] == ["NanGuardCallback"], \
+        "progress_bar=None should leave only the default NaN guard"
+    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress", "NanGuardCallback"]
     _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
     for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
         _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
