@@ -52,7 +52,10 @@ class NanGuardCallback(Callback):
             loss = outputs["loss"]
         except Exception:
             loss = extract_loss(outputs)
-        value = float(trainer.driver.data.to_numeric(loss))
+        try:
+            value = float(trainer.driver.data.to_numeric(loss))
+        except (TypeError, ValueError):  # not one number: the first batch's loss check says so, clearly
+            return
         driver = trainer.driver
         values = driver.comm.all_gather_object(value) if driver.comm.is_distributed() else [value]
         bad = {rank: rank_value for rank, rank_value in enumerate(values) if not math.isfinite(rank_value)}
