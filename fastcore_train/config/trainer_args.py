@@ -80,7 +80,7 @@ class TrainerArgs:
                                     "wandb, swanlab (or all: every installed one).")
     report_dir: str = _arg("logs", "Folder of the report_to logs (csv and tensorboard files, mlflow's SQLite "
                                    "store, wandb's and swanlab's offline runs).")
-    report_every_n_batches: int = _arg(50, "Report the training loss every n batches (0: never).")
+    report_every_n_batches: int = _arg(50, "Report the training loss and learning rates every n batches (0: never).")
     run_name: Optional[str] = _arg(None, "Run name shown by the trackers (default: the run folder's name).")
     nan_guard: Union[bool, int] = _arg(True, "Stop with NonFiniteLossError when the training loss is NaN or inf, "
                                              "checked every 50 batches and at each epoch's last (an int n: every n "
