@@ -62,10 +62,10 @@ class BatchStepMixin:
         except Exception:
             loss = self.extract_loss_from_outputs(outputs)
         self.last_loss = loss
-        self._loss_tally.add(loss)
         if not self._loss_checked:  # the first batch only: what a wrong loss looks like does not change
             check_loss(loss, self.driver.backend)
             self._loss_checked = True
+        self._loss_tally.add(loss)
         if self.accumulation_steps > 1:
             loss = loss / self.accumulation_steps
         self.driver.backward(loss)

@@ -44,7 +44,13 @@ class LossTally:
         """Count one batch's loss (a one-number tensor, undivided by accumulation)."""
         detach = getattr(loss, "detach", None)
         value = detach() if callable(detach) else loss
-        self._pending = value if self._pending is None else self._pending + value
+        try:
+            self._pending = value if self._pending is None else self._pending + value
+        except TypeError:  # a loss type without addition: read each one as a number
+            self._read()
+            self.total += float(self.to_numeric(value))
+            self.count += 1
+            return
         self._pending_count += 1
         if self._pending_count >= READ_EVERY:
             self._read()
