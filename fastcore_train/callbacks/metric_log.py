@@ -1,11 +1,11 @@
 """What every metric-log callback shares: which values are logged, when, where, and on which rank.
 
 A :class:`MetricLogCallback` records the training loss and the learning rates every
-``log_every_n_batches`` batches, and every evaluation's results, as ``(kind, step, epoch, values)`` with ``kind`` ``"train"`` or
-``"evaluate"``, ``step`` the number of batches trained so far and ``epoch`` the 1-based epoch. Subclasses decide how a record
-is written (a CSV file, TensorBoard events, a plot). Only rank 0 writes. Each run writes into its
-own ``folder/<start time>`` (see :func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a
-resumed run continues in the interrupted run's folder and first drops what that run logged after
+``log_every_n_batches`` batches, and every evaluation's results, as ``(kind, step, epoch, values)``
+with ``kind`` ``"train"`` or ``"evaluate"``, ``step`` the number of batches trained so far and
+``epoch`` the 1-based epoch. Subclasses decide how a record is written (a CSV file, TensorBoard
+events, a plot). Only rank 0 writes. Each run writes into its own ``folder/<start time>`` (see
+:func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a resumed run continues in the interrupted run's folder and first drops what that run logged after
 the checkpoint, so the logs read like one uninterrupted run.
 """
 from __future__ import annotations
@@ -63,8 +63,8 @@ class MetricLogCallback(Callback):
 
     ``folder``: where run folders go (``run_subfolder=False`` writes into ``folder`` itself, and
     a new run then replaces the files an earlier run left there); ``log_every_n_batches``: how
-    often the training loss and the learning rates are logged (0: never; reading a loss waits for the device, so logging
-    every batch on a GPU costs a little speed).
+    often the training loss and the learning rates are logged (0: never; reading a loss waits for
+    the device, so logging every batch on a GPU costs a little speed).
     """
 
     def __init__(self, folder: Union[str, Path], log_every_n_batches: int = 50, run_subfolder: bool = True) -> None:
