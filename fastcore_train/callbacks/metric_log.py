@@ -5,8 +5,9 @@ A :class:`MetricLogCallback` records the training loss and the learning rates ev
 with ``kind`` ``"train"`` or ``"evaluate"``, ``step`` the number of batches trained so far and
 ``epoch`` the 1-based epoch. Subclasses decide how a record is written (a CSV file, TensorBoard
 events, a plot). Only rank 0 writes. Each run writes into its own ``folder/<start time>`` (see
-:func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a resumed run continues in the interrupted run's folder and first drops what that run logged after
-the checkpoint, so the logs read like one uninterrupted run.
+:func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a resumed run continues in the
+interrupted run's folder and first drops what that run logged after the checkpoint, so the logs
+read like one uninterrupted run.
 """
 from __future__ import annotations
 
