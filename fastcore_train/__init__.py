@@ -87,6 +87,8 @@ _EXPORTS = {
     "load_neutral_weights": "fastcore_train.convert",
     "add_log_file": "fastcore_train.log",
     "get_last_checkpoint": "fastcore_train.checkpoint.resume",
+    "EvalPrediction": "fastcore_train.metrics.function_metric",
+    "TrainOutput": "fastcore_train.controllers.train_output",
     "set_log_level": "fastcore_train.log",
 }
 

@@ -1,12 +1,13 @@
 """What every metric-log callback shares: which values are logged, when, where, and on which rank.
 
-A :class:`MetricLogCallback` records the training loss every ``log_every_n_batches`` batches and
-every evaluation's results, as ``(kind, step, epoch, values)`` with ``kind`` ``"train"`` or
-``"evaluate"``, ``step`` the number of batches trained so far and ``epoch`` the 1-based epoch. Subclasses decide how a record
-is written (a CSV file, TensorBoard events, a plot). Only rank 0 writes. Each run writes into its
-own ``folder/<start time>`` (see :func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a
-resumed run continues in the interrupted run's folder and first drops what that run logged after
-the checkpoint, so the logs read like one uninterrupted run.
+A :class:`MetricLogCallback` records the training loss and the learning rates every
+``log_every_n_batches`` batches, and every evaluation's results, as ``(kind, step, epoch, values)``
+with ``kind`` ``"train"`` or ``"evaluate"``, ``step`` the number of batches trained so far and
+``epoch`` the 1-based epoch. Subclasses decide how a record is written (a CSV file, TensorBoard
+events, a plot). Only rank 0 writes. Each run writes into its own ``folder/<start time>`` (see
+:func:`~fastcore_train.callbacks.run_folder.new_run_folder`); a resumed run continues in the
+interrupted run's folder and first drops what that run logged after the checkpoint, so the logs
+read like one uninterrupted run.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping, Optional, Union
 
 from fastcore_train.callbacks.run_folder import new_run_folder
+from fastcore_train.drivers.registry import backend_part
 from fastcore_train.events.callback import Callback
 
 TRAIN = "train"
@@ -36,6 +38,20 @@ def numeric_values(values: Mapping[str, Any]) -> dict[str, float]:
     return numeric
 
 
+def learning_rate_values(lr_module: Any, optimizers: list) -> dict[str, float]:
+    """Each optimizer's learning rates, read through the backend's ``lr`` part: ``lr`` for one
+    optimizer with one rate, else ``lr#<optimizer index>`` (``lr#<optimizer>.<group>`` for an
+    optimizer whose parameter groups each have a rate)."""
+    rates = [lr_module.learning_rates(optimizer) for optimizer in optimizers]
+    if len(rates) == 1 and len(rates[0]) == 1:
+        return {"lr": float(rates[0][0])}
+    values: dict[str, float] = {}
+    for index, groups in enumerate(rates):
+        for group, rate in enumerate(groups):
+            values[f"lr#{index}" if len(groups) == 1 else f"lr#{index}.{group}"] = float(rate)
+    return values
+
+
 def current_epoch(trainer: Any) -> int:
     """The 1-based epoch a value belongs to: the one in progress, or the one just finished."""
     if trainer.batch_idx_in_epoch == 0 and trainer.cur_epoch_idx > 0:
@@ -48,8 +64,8 @@ class MetricLogCallback(Callback):
 
     ``folder``: where run folders go (``run_subfolder=False`` writes into ``folder`` itself, and
     a new run then replaces the files an earlier run left there); ``log_every_n_batches``: how
-    often the training loss is logged (0: never; reading a loss waits for the device, so logging
-    every batch on a GPU costs a little speed).
+    often the training loss and the learning rates are logged (0: never; reading a loss waits for
+    the device, so logging every batch on a GPU costs a little speed).
     """
 
     def __init__(self, folder: Union[str, Path], log_every_n_batches: int = 50, run_subfolder: bool = True) -> None:
@@ -63,6 +79,7 @@ class MetricLogCallback(Callback):
         self.run_folder: Optional[Path] = None
         self._writes = False
         self._is_open = False
+        self._lr_module: Any = None  # the backend's ``lr`` part, found when training begins
 
     @property
     def callback_name(self) -> str:
@@ -103,12 +120,22 @@ class MetricLogCallback(Callback):
     def on_train_begin(self, trainer: Any) -> None:
         if self._writes and not self._is_open:
             self._open(trainer)
+        if self._writes and self.log_every_n_batches:
+            try:
+                self._lr_module = backend_part(trainer.model, "lr")
+            except (TypeError, ImportError, NotImplementedError):  # no ``lr`` part: only the loss is logged
+                self._lr_module = None
 
     def on_train_batch_end(self, trainer: Any) -> None:
         every = self.log_every_n_batches
-        if self._writes and every and trainer.global_forward_batches % every == 0 and trainer.last_loss is not None:
-            loss = float(trainer.driver.data.to_numeric(trainer.last_loss))
-            self.write(TRAIN, trainer.global_forward_batches, current_epoch(trainer), {"loss": loss})
+        if self._writes and every and trainer.global_forward_batches % every == 0:
+            values: dict[str, float] = {}
+            if trainer.last_loss is not None:
+                values["loss"] = float(trainer.driver.data.to_numeric(trainer.last_loss))
+            if self._lr_module is not None:
+                values.update(learning_rate_values(self._lr_module, trainer.driver.optimizers))
+            if values:
+                self.write(TRAIN, trainer.global_forward_batches, current_epoch(trainer), values)
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
         self.log_values(trainer, EVALUATE, results)

@@ -10,7 +10,8 @@ page (:func:`trainer_args_table`) and for building a Trainer in Python::
 
 The objects (model, dataloaders, optimizers, metrics, callbacks) are not here: the command line
 names them by import path. Names follow fastNLP 1.0 (``n_epochs``, ``evaluate_every``, ...);
-:mod:`fastcore_train.config.flagai` maps FlagAI's ``EnvTrainer`` names onto these fields.
+:mod:`fastcore_train.config.flagai` maps FlagAI's ``EnvTrainer`` names onto these fields and
+:mod:`fastcore_train.config.transformers_args` transformers' ``TrainingArguments`` names.
 """
 from __future__ import annotations
 
@@ -80,7 +81,7 @@ class TrainerArgs:
                                     "wandb, swanlab (or all: every installed one).")
     report_dir: str = _arg("logs", "Folder of the report_to logs (csv and tensorboard files, mlflow's SQLite "
                                    "store, wandb's and swanlab's offline runs).")
-    report_every_n_batches: int = _arg(50, "Report the training loss every n batches (0: never).")
+    report_every_n_batches: int = _arg(50, "Report the training loss and learning rates every n batches (0: never).")
     run_name: Optional[str] = _arg(None, "Run name shown by the trackers (default: the run folder's name).")
     nan_guard: Union[bool, int] = _arg(True, "Stop with NonFiniteLossError when the training loss is NaN or inf, "
                                              "checked every 50 batches and at each epoch's last (an int n: every n "
@@ -121,6 +122,20 @@ class TrainerArgs:
     def run_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``trainer.run(**...)``."""
         return {name: getattr(self, name) for name in RUN_FIELDS}
+
+    @classmethod
+    def from_transformers(cls, **training_arguments: Any) -> "TrainerArgs":
+        """The TrainerArgs of a transformers ``TrainingArguments(**training_arguments)`` setup; names
+        that configure something else are an error saying where they go
+        (:mod:`fastcore_train.config.transformers_args`)."""
+        from fastcore_train.config.transformers_args import from_transformers
+        return from_transformers(**training_arguments)
+
+    @classmethod
+    def from_flagai(cls, **env_trainer_arguments: Any) -> "TrainerArgs":
+        """The TrainerArgs of a FlagAI ``EnvTrainer`` setup (:func:`fastcore_train.config.from_flagai`)."""
+        from fastcore_train.config.flagai import from_flagai
+        return from_flagai(**env_trainer_arguments)
 
     def replace(self, **changes: Any) -> "TrainerArgs":
         """A copy with ``changes`` applied (unknown names are a TypeError)."""

@@ -9,6 +9,7 @@ from typing import Any, Callable, Optional
 
 from fastcore_train.controllers.batch_io import ModelCaller, extract_loss
 from fastcore_train.controllers.loss_check import check_loss
+from fastcore_train.controllers.train_output import LossTally
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.utils.param_call import apply_mapping
@@ -26,6 +27,7 @@ class BatchStepMixin:
     accumulation_steps: int
     train_output_mapping: Any
     last_loss: Any
+    _loss_tally: LossTally
     _call_model: ModelCaller
     _update_now: bool  # this micro-batch ends an accumulation group: step and zero grad
     _wait_for_checkpoint_snapshot: Callable[[], None]
@@ -63,6 +65,7 @@ class BatchStepMixin:
         if not self._loss_checked:  # the first batch only: what a wrong loss looks like does not change
             check_loss(loss, self.driver.backend)
             self._loss_checked = True
+        self._loss_tally.add(loss)
         if self.accumulation_steps > 1:
             loss = loss / self.accumulation_steps
         self.driver.backward(loss)

@@ -2,7 +2,9 @@
 
 Usable alone (it builds its own driver) and inside the Trainer (which hands it its driver).
 Results are flat: ``"indicator#metric_name#dataloader_name"``, e.g. ``"acc#acc#dev"``; the
-dataloader part is left out when a single unnamed dataloader is evaluated.
+dataloader part is left out when a single unnamed dataloader is evaluated. When the evaluation
+outputs hold a ``loss``, its mean over the samples is the result ``"loss"`` (``"loss#dev"``), see
+:mod:`~fastcore_train.controllers.eval_loss`.
 """
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
+from fastcore_train.controllers.eval_loss import LOSS_KEY, EvalLoss, mean_loss
 from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.log import logger, set_rank
@@ -100,6 +103,7 @@ class Evaluator:
         for entry in self._metrics.values():
             entry.check_split(any(self._split.values()))
         self.current_dataloader_name: Optional[str] = None
+        self._loss = EvalLoss(self.driver.data.to_numpy)
 
     # ------------------------------------------------------------------ per batch
     def evaluate_step(self, batch: Any) -> Any:
@@ -111,6 +115,9 @@ class Evaluator:
     def update(self, batch: Any, outputs: Any) -> None:
         """Feed each metric's ``update`` the entries of ``outputs`` (then ``batch``) it asks for."""
         outputs = outputs_as_mapping(outputs, "The evaluation step")
+        loss = outputs.get(LOSS_KEY)
+        if loss is not None:
+            self._loss.add(loss, batch, outputs)
         sources = (outputs, batch) if isinstance(batch, Mapping) else (outputs,)
         for entry in self._metrics.values():
             entry.binder.call_with(*sources)
@@ -144,8 +151,11 @@ class Evaluator:
                     evaluated += 1
                     if heartbeats is not None:
                         heartbeats.touch()
+            loss_shares = [self._loss.share()]
             if self._split[name]:  # each rank saw a share: the dataloader is empty only if every share is
-                evaluated = sum(driver.comm.all_gather_object(evaluated))
+                shares = driver.comm.all_gather_object((evaluated, self._loss.share()))
+                evaluated = sum(share[0] for share in shares)
+                loss_shares = [share[1] for share in shares]
             if evaluated == 0:
                 no_data.append(name)
                 logger.warning(
@@ -155,6 +165,7 @@ class Evaluator:
                     _dataloader_label(name))
                 continue
             results.update(self.get_metric(name, aggregate=self._split[name]))
+            self._add_loss(results, name, mean_loss(loss_shares))
         results.no_data = tuple(no_data)
         self.current_dataloader_name = None
         self.reset()
@@ -188,8 +199,20 @@ class Evaluator:
                 results[result_key(str(indicator), metric_name, dataloader_name)] = value
         return results
 
+    def _add_loss(self, results: dict[str, Any], dataloader_name: Optional[str], loss: Optional[float]) -> None:
+        """The evaluation loss as its own result, unless no output held one (or a metric's result
+        already has that name: the metric's value is kept)."""
+        if loss is None:
+            return
+        key = result_key(LOSS_KEY, "", dataloader_name)
+        if key in results:
+            logger.warning("The evaluation loss is not reported as %r: a metric's result already has that name.", key)
+            return
+        results[key] = loss
+
     def reset(self) -> None:
-        """Reset every metric (before each dataloader)."""
+        """Reset every metric and the evaluation loss (before each dataloader)."""
+        self._loss.reset()
         gathering = self._split.get(self.current_dataloader_name, False)
         for entry in self._metrics.values():
             entry.reset(gathering)

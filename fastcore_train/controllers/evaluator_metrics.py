@@ -99,7 +99,7 @@ def normalize_metrics(metrics: Any) -> dict[str, Any]:
             raise TypeError(
                 f"metrics[{name!r}] is a {type(metric).__name__}; a metric is a fastcore_train Metric, a torchmetrics or "
                 "paddle.metric metric, an object with update() and get_metric(), or a function "
-                "(preds, labels) -> dict."
+                "(preds, labels) -> dict (or transformers' compute_metrics(eval_pred) -> dict)."
             )
     return dict(metrics)
 

@@ -16,6 +16,7 @@ checks the arguments.
 from __future__ import annotations
 
 import math
+import time
 from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
@@ -37,6 +38,7 @@ from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
 from fastcore_train.controllers.train_loop import TrainLoopMixin
+from fastcore_train.controllers.train_output import LossTally, TrainOutput, epochs_done
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.callback import Callback
@@ -160,6 +162,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self._update_now = True
         #: The last training loss seen (undivided by accumulation); read by progress callbacks.
         self.last_loss: Any = None
+        self._loss_tally = LossTally(self.driver.data.to_numeric)  # this run()'s losses, for its TrainOutput
+        self._batches_at_start = 0  # global_forward_batches when this run() began training (after a resume)
         self.evaluate_results: dict[str, Any] = {}
         self._num_eval_batch_per_dl = -1
         self._stop_requested = False
@@ -235,7 +239,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
     # ------------------------------------------------------------------ run
     def run(self, num_train_batch_per_epoch: int = -1, num_eval_batch_per_dl: int = -1,
             num_eval_sanity_batch: int = 2, resume_from: Optional[Union[str, Path]] = None,
-            resume_training: bool = True, catch_KeyboardInterrupt: Optional[bool] = None) -> None:
+            resume_training: bool = True, catch_KeyboardInterrupt: Optional[bool] = None) -> TrainOutput:
         """Train for ``n_epochs`` (or ``n_batches``), evaluating as ``evaluate_every`` says.
 
         ``num_train_batch_per_epoch``/``num_eval_batch_per_dl`` cap batches (-1: all);
@@ -245,6 +249,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         complete checkpoint of the Trainer's ``CheckpointCallback(save_object="checkpoint")`` and
         ``"auto:<folder>"`` from the newest in ``<folder>``, each a fresh start when there is none
         (for preemptible jobs: the same command restarts or resumes; see docs/checkpoints.md).
+
+        Returns a :class:`~fastcore_train.controllers.train_output.TrainOutput` (``global_step``,
+        ``training_loss``, ``metrics``), as transformers' ``Trainer.train()`` does; also after a
+        caught Ctrl-C.
         """
         check_run_arguments(num_train_batch_per_epoch, num_eval_batch_per_dl, num_eval_sanity_batch)
         if self.state.n_epochs == 0 and self.state.n_batches <= 0 and num_eval_sanity_batch == 0:
@@ -261,8 +269,27 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self.state.num_batches_per_epoch = min(self.state.num_batches_per_epoch, self._batch_cap)
         if self._model_summary and self.driver.comm.is_global_zero():
             self._log_model_summary()
+        started = time.perf_counter()
+        self._loss_tally = LossTally(self.driver.data.to_numeric)
+        self._batches_at_start = self.state.global_forward_batches
         with RunGuard(self.driver) as self._guard:
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
+        return self._train_output(time.perf_counter() - started)
+
+    def _train_output(self, runtime: float) -> TrainOutput:
+        """This run's :class:`TrainOutput`: the batches trained, the mean loss, speed and the last results."""
+        state = self.state
+        training_loss = self._loss_tally.mean()
+        trained = state.global_forward_batches - self._batches_at_start
+        metrics: dict[str, Any] = {
+            "train_runtime": round(runtime, 4),
+            "train_steps_per_second": round(trained / runtime, 3) if runtime > 0 else math.nan,
+            "train_loss": training_loss,
+            "epoch": epochs_done(state.cur_epoch_idx, state.batch_idx_in_epoch, state.num_batches_per_epoch),
+        }
+        for key, value in self.evaluate_results.items():
+            metrics.setdefault(key, value)
+        return TrainOutput(state.global_forward_batches, training_loss, metrics)
 
     def _run_guarded(self, num_eval_sanity_batch: int, resume_from: Optional[Union[str, Path]],
                      resume_training: bool, catch_KeyboardInterrupt: bool) -> None:
@@ -273,6 +300,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                 resume_from = choose_resume_folder(str(resume_from), self.callback_manager.callbacks, self.driver.comm)
             if resume_from is not None:
                 self.load_checkpoint(resume_from, resume_training=resume_training)
+                self._batches_at_start = self.state.global_forward_batches
             if self.state.n_epochs == 0 and self.state.n_batches <= 0:
                 amount = "every batch" if num_eval_sanity_batch < 0 else f"{num_eval_sanity_batch} batch(es)"
                 logger.info("n_epochs=0: no batch is trained; only the evaluation before training runs, on %s of "

@@ -5,10 +5,16 @@ the evaluation at once (numpy arrays, ``pred`` and ``target`` of the outputs and
 can compute what does not decompose into per-batch sums (F1 over rare classes, AUC, BLEU). In data
 parallel each rank evaluates a disjoint share; the shares are gathered and put back in dataset
 order before the function runs, so 2 ranks give what one process gives.
+
+A function with one required positional parameter is called in transformers' form instead,
+``compute_metrics(eval_pred)``, with an :class:`EvalPrediction` (``eval_pred.predictions``,
+``eval_pred.label_ids``; ``predictions, labels = eval_pred``), so an existing ``compute_metrics``
+runs unchanged.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+import inspect
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -16,7 +22,56 @@ import numpy as np
 from fastcore_train.metrics.adapters import MetricAdapter
 from fastcore_train.metrics.element_ops import Gather
 
-__all__ = ["FunctionMetric", "is_metric_function"]
+__all__ = ["EvalPrediction", "FunctionMetric", "is_metric_function", "takes_eval_prediction"]
+
+
+class EvalPrediction:
+    """Every prediction and label of one evaluation, as transformers' ``compute_metrics`` receives them.
+
+    ``predictions`` and ``label_ids`` are numpy arrays in dataset order (lists of arrays when
+    samples differ in shape); ``inputs`` is None (the batch's inputs are not collected; return what
+    the metric needs from ``evaluate_step``). It unpacks like a tuple:
+    ``predictions, labels = eval_pred``.
+    """
+
+    __slots__ = ("predictions", "label_ids", "inputs")
+
+    def __init__(self, predictions: Any, label_ids: Any, inputs: Any = None) -> None:
+        self.predictions, self.label_ids, self.inputs = predictions, label_ids, inputs
+
+    def _items(self) -> tuple[Any, ...]:
+        items = (self.predictions, self.label_ids)
+        return items if self.inputs is None else items + (self.inputs,)
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._items())
+
+    def __len__(self) -> int:
+        return len(self._items())
+
+    def __getitem__(self, index: int) -> Any:
+        return self._items()[index]
+
+    def __repr__(self) -> str:
+        return f"EvalPrediction(predictions={_shape_of(self.predictions)}, label_ids={_shape_of(self.label_ids)})"
+
+
+def _shape_of(value: Any) -> str:
+    shape = getattr(value, "shape", None)
+    return f"<array {tuple(shape)}>" if shape is not None else f"<{len(value)} arrays>"
+
+
+def takes_eval_prediction(fn: Callable[..., Any]) -> bool:
+    """Whether ``fn`` is transformers' ``compute_metrics(eval_pred)``: exactly one required positional
+    parameter (``fn(preds, labels)`` has two). A signature that cannot be read means the two-argument form."""
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    positional = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    if any(p.kind == inspect.Parameter.VAR_POSITIONAL for p in params):
+        return False
+    return sum(1 for p in params if p.kind in positional and p.default is p.empty) == 1
 
 
 def is_metric_function(metric: Any) -> bool:
@@ -39,6 +94,7 @@ class FunctionMetric(MetricAdapter):
         self.name, self.fn, self.to_numpy = name, fn, to_numpy
         self.preds: list[np.ndarray] = []
         self.labels: list[np.ndarray] = []
+        self.one_argument = takes_eval_prediction(fn)  # compute_metrics(eval_pred), read once
 
     def update(self, pred: Any, target: Any) -> None:
         self.preds.extend(np.asarray(self.to_numpy(pred)))
@@ -53,7 +109,10 @@ class FunctionMetric(MetricAdapter):
             shares = all_gather_object((preds, labels))
             preds = interleave([share[0] for share in shares])
             labels = interleave([share[1] for share in shares])
-        values = self.fn(_stack(preds), _stack(labels))
+        if self.one_argument:
+            values = self.fn(EvalPrediction(_stack(preds), _stack(labels)))
+        else:
+            values = self.fn(_stack(preds), _stack(labels))
         if not isinstance(values, Mapping):
             raise TypeError(f"metrics[{self.name!r}] is a function that returned a {type(values).__name__}; a metric "
                             "function must return a dict {name: number}, e.g. {'f1': 0.8}.")

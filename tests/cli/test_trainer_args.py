@@ -69,3 +69,39 @@ def test_flagai_names_that_belong_elsewhere_say_where():
     with pytest.raises(ValueError, match="Unknown FlagAI argument"):
         from_flagai(epoch=3)
     assert from_flagai(tensorboard_dir="tb", log_interval=10).report_to == ["tensorboard"]
+
+
+def test_transformers_names_map_onto_trainer_args():
+    args = TrainerArgs.from_transformers(
+        output_dir="out", num_train_epochs=3.0, max_steps=10, gradient_accumulation_steps=2, fp16=True,
+        eval_strategy="steps", eval_steps=100, logging_steps=20, report_to="tensorboard", seed=7,
+        resume_from_checkpoint=True, metric_for_best_model="eval_loss", save_strategy="no", learning_rate=None,
+        include_for_metrics=[], warmup_steps=0)
+    assert (args.n_epochs, args.n_batches, args.accumulation_steps, args.fp16) == (3, 20, 2, True)  # steps x accum
+    assert (args.evaluate_every, args.report_every_n_batches, args.report_to) == (100, 20, ["tensorboard"])
+    assert (args.report_dir, args.sampler_seed, args.resume_from) == ("out", 7, "auto")
+    assert (args.monitor, args.larger_better) == ("loss", False)  # transformers' eval_loss is our "loss"
+    assert args.run_kwargs()["resume_from"] == "auto"
+    epochs = TrainerArgs.from_transformers(evaluation_strategy="epoch", metric_for_best_model="accuracy",
+                                           logging_dir="tb", resume_from_checkpoint="ckpt/epoch_1")
+    assert (epochs.evaluate_every, epochs.monitor, epochs.larger_better) == (-1, "accuracy", True)
+    assert (epochs.report_dir, epochs.resume_from) == ("tb", "ckpt/epoch_1")
+    assert TrainerArgs.from_transformers(logging_strategy="no").report_every_n_batches == 0
+    assert TrainerArgs.from_transformers(deepspeed="ds.json").deepspeed_kwargs == {"config": "ds.json"}
+    assert TrainerArgs.from_transformers() == TrainerArgs()
+
+
+def test_transformers_names_that_belong_elsewhere_say_where():
+    with pytest.raises(ValueError, match=r"learning_rate -> the optimizer.*per_device_train_batch_size -> "
+                                         r"the dataloader.*label_smoothing_factor -> the loss your train_step"):
+        TrainerArgs.from_transformers(learning_rate=5e-5, per_device_train_batch_size=8, label_smoothing_factor=0.1)
+    with pytest.raises(ValueError, match=r"save_strategy -> CheckpointCallback"):
+        TrainerArgs.from_transformers(save_strategy="epoch")
+    with pytest.raises(ValueError, match=r"remove_unused_columns -> nothing"):
+        TrainerArgs.from_transformers(remove_unused_columns=True)
+    with pytest.raises(ValueError, match="Unknown transformers argument"):
+        TrainerArgs.from_transformers(num_epochs=3)
+    with pytest.raises(ValueError, match="whole number"):
+        TrainerArgs.from_transformers(num_train_epochs=2.5)
+    with pytest.raises(ValueError, match="one of"):
+        TrainerArgs.from_transformers(eval_strategy="sometimes")

@@ -14,7 +14,7 @@ from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import SaveAndStop, StopRun
 
 
-def build(harness, callbacks, losses=None, evaluations=None, n_epochs=3):
+def build(harness, callbacks, losses=None, evaluations=None, n_epochs=3, lrs=None):
     """Shuffled data, dropout and an LR schedule, evaluated every epoch; records what it logs."""
     x, y = make_data(60, seed=4)
     ex, ey = make_data(20, seed=5)
@@ -29,6 +29,9 @@ def build(harness, callbacks, losses=None, evaluations=None, n_epochs=3):
     if losses is not None:
         trainer.add_callback_fn(Event.on_train_batch_end(every=2), lambda t: losses.__setitem__(
             t.global_forward_batches, float(t.driver.data.to_numeric(t.last_loss))))
+    if lrs is not None:
+        trainer.add_callback_fn(Event.on_train_batch_end(every=2), lambda t: lrs.__setitem__(
+            t.global_forward_batches, harness.lr_of(optimizer)))
     if evaluations is not None:
         trainer.add_callback_fn(Event.on_evaluate_end(), lambda t, results: evaluations.__setitem__(
             t.global_forward_batches, dict(results)))
@@ -52,24 +55,30 @@ def test_csv_tensorboard_and_curves_hold_the_logged_values(harness, tmp_path):
     board = TensorBoardCallback(tmp_path / "tb", log_every_n_batches=2)
     curves = CurvePlotCallback(tmp_path / "png", log_every_n_batches=2)
     losses: dict[int, float] = {}
+    lrs: dict[int, float] = {}
     evaluations: dict[int, dict] = {}
     seed_everything(3)
-    build(harness, [csv_log, board, curves], losses, evaluations).run(num_eval_sanity_batch=0)
+    build(harness, [csv_log, board, curves], losses, evaluations, lrs=lrs).run(num_eval_sanity_batch=0)
     assert sorted(losses) == list(range(2, 25, 2)) and sorted(evaluations) == [8, 16, 24]
 
     train_rows = read_csv(csv_log.table_path("train"))
     assert [int(row["step"]) for row in train_rows] == sorted(losses)
     assert [int(row["epoch"]) for row in train_rows] == [1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3]
     np.testing.assert_array_equal([float(row["loss"]) for row in train_rows], [losses[s] for s in sorted(losses)])
+    # the learning rate, read with the framework's own API, logged beside the loss (the schedule halves it)
+    logged_lrs = [float(row["lr"]) for row in train_rows]
+    np.testing.assert_allclose(logged_lrs, [lrs[s] for s in sorted(losses)], rtol=1e-6)
+    assert logged_lrs[0] > logged_lrs[-1] > 0
     evaluate_rows = read_csv(csv_log.table_path("evaluate"))
     assert [(int(row["step"]), int(row["epoch"])) for row in evaluate_rows] == [(8, 1), (16, 2), (24, 3)]
     assert [float(row["acc#acc"]) for row in evaluate_rows] == [evaluations[s]["acc#acc"] for s in (8, 16, 24)]
 
     scalars = read_tensorboard(board.run_folder)
-    assert sorted(scalars) == ["evaluate/acc_acc", "train/loss"]
+    assert sorted(scalars) == ["evaluate/acc_acc", "train/loss", "train/lr"]
     assert [step for step, _ in scalars["train/loss"]] == sorted(losses)
     np.testing.assert_allclose([value for _, value in scalars["train/loss"]], [losses[s] for s in sorted(losses)],
                                rtol=1e-6)  # TensorBoard stores float32
+    np.testing.assert_allclose([value for _, value in scalars["train/lr"]], logged_lrs, rtol=1e-6)
     np.testing.assert_allclose([value for _, value in scalars["evaluate/acc_acc"]],
                                [evaluations[s]["acc#acc"] for s in (8, 16, 24)], rtol=1e-6)
 

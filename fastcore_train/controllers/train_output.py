@@ -1,0 +1,74 @@
+"""What ``Trainer.run()`` returns: a :class:`TrainOutput`, as transformers' ``Trainer.train()`` does.
+
+``global_step`` is the number of batches trained in all (``trainer.global_forward_batches``, the
+step of the metric logs; transformers counts optimizer steps, which differs with
+``accumulation_steps`` > 1). ``training_loss`` is the mean training loss over the batches this
+``run()`` trained (NaN when it trained none or no loss went through ``trainer.backward``).
+``metrics`` holds ``train_runtime`` (seconds), ``train_steps_per_second`` (batches per second),
+``train_loss``, ``epoch`` (epochs done, with the fraction of an open one) and the last evaluation's
+results under their own names.
+
+The losses are added up on the device and read as numbers only every :data:`READ_EVERY` batches,
+so the sum costs no device synchronisation per batch.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, NamedTuple, Optional
+
+__all__ = ["LossTally", "TrainOutput", "READ_EVERY"]
+
+#: Batches whose losses are summed on the device before the sum is read as a number.
+READ_EVERY = 32
+
+
+class TrainOutput(NamedTuple):
+    """The result of ``Trainer.run()``: ``global_step, training_loss, metrics``."""
+
+    global_step: int
+    training_loss: float
+    metrics: dict[str, Any]
+
+
+class LossTally:
+    """The sum and count of the training losses of one ``run()``."""
+
+    def __init__(self, to_numeric: Callable[[Any], Any]) -> None:
+        self.to_numeric = to_numeric
+        self.total = 0.0
+        self.count = 0
+        self._pending: Any = None
+        self._pending_count = 0
+
+    def add(self, loss: Any) -> None:
+        """Count one batch's loss (a one-number tensor, undivided by accumulation)."""
+        detach = getattr(loss, "detach", None)
+        value = detach() if callable(detach) else loss
+        try:
+            self._pending = value if self._pending is None else self._pending + value
+        except TypeError:  # a loss type without addition: read each one as a number
+            self._read()
+            self.total += float(self.to_numeric(value))
+            self.count += 1
+            return
+        self._pending_count += 1
+        if self._pending_count >= READ_EVERY:
+            self._read()
+
+    def _read(self) -> None:
+        if self._pending is not None:
+            self.total += float(self.to_numeric(self._pending))
+            self.count += self._pending_count
+        self._pending, self._pending_count = None, 0
+
+    def mean(self) -> float:
+        """The mean loss so far (NaN when no loss was counted)."""
+        self._read()
+        return self.total / self.count if self.count else math.nan
+
+
+def epochs_done(cur_epoch_idx: int, batch_idx_in_epoch: int, num_batches_per_epoch: Optional[int]) -> float:
+    """Epochs trained, an open epoch counting its done fraction (transformers' ``epoch``)."""
+    if batch_idx_in_epoch and num_batches_per_epoch:
+        return cur_epoch_idx + batch_idx_in_epoch / num_batches_per_epoch
+    return float(cur_epoch_idx)
