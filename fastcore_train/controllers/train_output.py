@@ -9,7 +9,9 @@ step of the metric logs; transformers counts optimizer steps, which differs with
 results under their own names.
 
 The losses are added up on the device and read as numbers only every :data:`READ_EVERY` batches,
-so the sum costs no device synchronisation per batch.
+so the sum costs no device synchronisation per batch. On a lazy framework (jittor), where an added
+op or a read changes how the next step's graph is fused and so its float rounding, no loss is
+tracked and ``training_loss`` is NaN: training stays bit-identical to a hand-written loop.
 """
 from __future__ import annotations
 
@@ -33,8 +35,9 @@ class TrainOutput(NamedTuple):
 class LossTally:
     """The sum and count of the training losses of one ``run()``."""
 
-    def __init__(self, to_numeric: Callable[[Any], Any]) -> None:
+    def __init__(self, to_numeric: Callable[[Any], Any], tracks: bool = True) -> None:
         self.to_numeric = to_numeric
+        self.tracks = tracks
         self.total = 0.0
         self.count = 0
         self._pending: Any = None
@@ -42,6 +45,8 @@ class LossTally:
 
     def add(self, loss: Any) -> None:
         """Count one batch's loss (a one-number tensor, undivided by accumulation)."""
+        if not self.tracks:
+            return
         detach = getattr(loss, "detach", None)
         value = detach() if callable(detach) else loss
         try:

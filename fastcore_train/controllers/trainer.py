@@ -91,7 +91,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
                  n_batches: int = -1, overfit_batches: int = 0, marker: Optional[str] = None,
                  **kwargs: Any) -> None:
         driver_kwargs, options = split_backend_kwargs(kwargs, TRAINER_OPTIONS)
-        nan_check_every = check_nan_guard(options.get("nan_guard", True))
+        nan_guard = options.get("nan_guard", True)
+        nan_check_every = check_nan_guard(nan_guard)
         check_trainer_arguments(train_dataloader, n_epochs, evaluate_dataloaders, metrics,
                                 evaluate_batch_step_fn, batch_step_fn, evaluate_every,
                                 accumulation_steps, n_batches, overfit_batches, monitor)
@@ -162,7 +163,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         self._update_now = True
         #: The last training loss seen (undivided by accumulation); read by progress callbacks.
         self.last_loss: Any = None
-        self._loss_tally = LossTally(self.driver.data.to_numeric)  # this run()'s losses, for its TrainOutput
+        # this run()'s losses, for its TrainOutput (not on a lazy framework, where it would change the rounding)
+        self._loss_tally = LossTally(self.driver.data.to_numeric, tracks=not self.driver.data.reading_changes_results)
         self._batches_at_start = 0  # global_forward_batches when this run() began training (after a resume)
         self.evaluate_results: dict[str, Any] = {}
         self._num_eval_batch_per_dl = -1
@@ -190,7 +192,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             if progress is not None:
                 all_callbacks.append(progress)
         from fastcore_train.controllers.nan_guard import NanGuardCallback
-        if nan_check_every and not any(isinstance(callback, NanGuardCallback) for callback in all_callbacks):
+        # nan_guard=True is "on where reading the loss changes nothing": on a lazy framework (jittor) a read
+        # runs the graph in pieces, which changes float rounding and so exact resume; an int forces it on.
+        lazy = nan_guard is True and self.driver.data.reading_changes_results
+        if nan_check_every and not lazy and not any(isinstance(cb, NanGuardCallback) for cb in all_callbacks):
             all_callbacks.append(NanGuardCallback(check_every=nan_check_every))  # yours, if given, replaces it
         if options.get("report_to") is not None:  # a wrong value (report_to=0) is an error, not "none"
             from fastcore_train.controllers.report_to import report_callbacks
@@ -270,7 +275,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         if self._model_summary and self.driver.comm.is_global_zero():
             self._log_model_summary()
         started = time.perf_counter()
-        self._loss_tally = LossTally(self.driver.data.to_numeric)
+        self._loss_tally = LossTally(self.driver.data.to_numeric, tracks=not self.driver.data.reading_changes_results)
         self._batches_at_start = self.state.global_forward_batches
         with RunGuard(self.driver) as self._guard:
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)

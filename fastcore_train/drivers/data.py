@@ -27,6 +27,9 @@ class DataAdapter:
 
     #: The kind of dataloader to suggest in errors, e.g. ``"a torch.utils.data.DataLoader"``.
     example = "an iterable of batches"
+    #: True where reading a value back (``to_numeric``) makes a lazy framework run its graph in
+    #: pieces, which changes float rounding (jittor): the Trainer then adds no default NaN guard.
+    reading_changes_results = False
     #: The backend's ``tensors`` module: ``to_numeric(value)``, ``to_numpy(value)`` and (where
     #: batches are moved) ``move_to_device(batch, device)``. None: values are left as they are.
     tensors: Optional[ModuleType] = None

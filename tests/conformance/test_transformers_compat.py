@@ -116,8 +116,10 @@ def test_run_returns_a_train_output(harness):
     assert isinstance(output, TrainOutput) and isinstance(output, tuple)
     global_step, training_loss, metrics = output
     assert global_step == 40 == len(losses)
-    assert training_loss == pytest.approx(np.mean(losses), rel=1e-5)
-    assert metrics["train_loss"] == training_loss and metrics["epoch"] == 2.0
+    lazy = trainer.driver.data.reading_changes_results  # jittor: no loss is tracked (it would change the rounding)
+    expected = (lambda values: math.nan) if lazy else np.mean
+    assert training_loss == pytest.approx(expected(losses), rel=1e-5, nan_ok=True)
+    assert (metrics["train_loss"] == training_loss or lazy) and metrics["epoch"] == 2.0
     assert metrics["train_runtime"] > 0 and metrics["train_steps_per_second"] > 0
     assert metrics["acc#acc"] == trainer.evaluate_results["acc#acc"]
 
@@ -125,7 +127,7 @@ def test_run_returns_a_train_output(harness):
     trainer.state.n_epochs = 3
     losses.clear()
     again = trainer.run(num_eval_sanity_batch=0)
-    assert again.global_step == 60 and again.training_loss == pytest.approx(np.mean(losses), rel=1e-5)
+    assert again.global_step == 60 and again.training_loss == pytest.approx(expected(losses), rel=1e-5, nan_ok=True)
     assert len(losses) == 20
 
 

@@ -22,6 +22,9 @@ def nan_lr_trainer(harness, **kwargs):
 
 def test_lr_nan_stops_at_the_first_checked_batch_by_default(harness):
     trainer, _ = nan_lr_trainer(harness)
+    if trainer.driver.data.reading_changes_results:  # jittor: no default guard (a read changes rounding)
+        assert not any(isinstance(cb, NanGuardCallback) for cb in trainer.callback_manager.callbacks)
+        trainer, _ = nan_lr_trainer(harness, nan_guard=50)  # an int turns it on there too
     with pytest.raises(NonFiniteLossError, match=r"The training loss is nan at epoch 1, batch 8 of the epoch \(batch 8 "
                                                  r"overall\).*checked every 50 batches and at each epoch's last one "
                                                  r"\(the last, batch 1, was finite\)"):

@@ -99,6 +99,7 @@ class JittorData(DataAdapter):
     never moved."""
 
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
+    reading_changes_results = True  # jittor is lazy: a read runs the pending graph on its own
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)
     tensors = jittor_tensors
