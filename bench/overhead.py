@@ -219,10 +219,12 @@ def main(argv: Any = None) -> int:
     contenders["hand-again"] = hands.hand_epoch(loader(), *models["hand-again"])
     bare_trainer, contenders["trainer"] = make_trainer_epoch(hands, loader(), *models["trainer"], None)
     raw_trainer, contenders["trainer+raw"] = make_trainer_epoch(hands, loader(), *models["trainer+raw"], "raw")
-    # What a user gets by default beside the bar: the NaN guard (a finiteness check every 50 batches).
-    assert [type(c).__name__ for c in bare_trainer.callback_manager.callbacks] == ["NanGuardCallback"], \
+    # What a user gets by default beside the bar: the NaN guard (a finiteness check every 50 batches;
+    # none on jittor, where a read changes the lazy graph's rounding).
+    guard = [] if bare_trainer.driver.data.reading_changes_results else ["NanGuardCallback"]
+    assert [type(c).__name__ for c in bare_trainer.callback_manager.callbacks] == guard, \
         "progress_bar=None should leave only the default NaN guard"
-    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress", "NanGuardCallback"]
+    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress", *guard]
     _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
     for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
         _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
