@@ -11,24 +11,16 @@ import pytest
 
 from fastcore_train.cli.fit import main_fit
 from fastcore_train.cli.resolved_config import config_target_problem, render, write_config, written_by_fit
+from tests.cli.test_fit_errors import EXAMPLE
+from tests.cli.test_fit_errors import broken as example_with
 
 ROOT = Path(__file__).resolve().parents[2]
-EXAMPLE = ROOT / "examples" / "digits.yaml"
-LINES = EXAMPLE.read_text().splitlines()
 
 
 def run_fit(capsys, *argv: str) -> tuple[int, list[str]]:
     """``main_fit(argv)``: the exit status and the lines it wrote to stderr."""
     status = main_fit(list(argv), prog="fastcore-train fit")
     return status, capsys.readouterr().err.strip().splitlines()
-
-
-def example_with(tmp_path: Path, old: str, new: str) -> tuple[Path, int]:
-    """A copy of the example with ``old`` replaced by ``new``; the 1-based line it is on."""
-    line = next(number for number, text in enumerate(LINES, 1) if old in text)
-    path = tmp_path / "run.yaml"
-    path.write_text("\n".join(text.replace(old, new) for text in LINES) + "\n")
-    return path, line
 
 
 @pytest.mark.parametrize("option, value, says", [
