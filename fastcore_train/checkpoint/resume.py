@@ -23,14 +23,14 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from fastcore_train.checkpoint.checksums import META_FILE, verify_checksums
 from fastcore_train.checkpoint.errors import CheckpointError
+from fastcore_train.checkpoint.layout import read_trainer_state
+from fastcore_train.checkpoint.target import is_checkpoint_folder
 from fastcore_train.log import logger
-from fastcore_train.utils.atomic import recover_folder
+from fastcore_train.utils.atomic import recover_folders_in
 
 #: ``run(resume_from=AUTO)``: the newest checkpoint of the Trainer's CheckpointCallback, or a fresh start.
 AUTO = "auto"
 _AUTO_PREFIX = AUTO + ":"
-_TRAINER_STATE_FILE = "trainer_state.json"
-_READABLE_FORMATS = (1, 2, 3, 4)
 
 
 def is_auto(resume_from: Any) -> bool:
@@ -38,21 +38,12 @@ def is_auto(resume_from: Any) -> bool:
     return isinstance(resume_from, str) and (resume_from == AUTO or resume_from.startswith(_AUTO_PREFIX))
 
 
-def _restore_moved_aside(folder: Path) -> None:
-    """Put back any checkpoint a killed writer moved aside under ``folder`` (``.<name>.old-*``)."""
-    for entry in folder.iterdir():
-        if entry.name.startswith(".") and ".old-" in entry.name:
-            name = entry.name[1:].split(".old-", 1)[0]
-            if name:
-                recover_folder(folder / name, notify=logger.warning)
-
-
 def _candidates(folder: Path, depth: int = 2) -> Iterator[Path]:
     yield folder
     if depth == 0 or not folder.is_dir():
         return
     try:
-        _restore_moved_aside(folder)
+        recover_folders_in(folder, notify=logger.warning)  # a killed writer's moved-aside checkpoint
         entries = sorted(folder.iterdir())
     except OSError:
         return
@@ -63,16 +54,13 @@ def _candidates(folder: Path, depth: int = 2) -> Iterator[Path]:
 
 def _trained_batches(folder: Path) -> Optional[int]:
     """The batches the checkpoint in ``folder`` was taken after, or None when it is not a readable checkpoint."""
+    if not is_checkpoint_folder(folder):
+        return None
     try:
-        meta = json.loads((folder / META_FILE).read_text(encoding="utf-8"))
-        state = json.loads((folder / _TRAINER_STATE_FILE).read_text(encoding="utf-8"))
-        batches = state["state"]["global_forward_batches"]
-    except (OSError, ValueError, KeyError, TypeError):
+        batches = read_trainer_state(folder)["state"]["global_forward_batches"]
+    except (CheckpointError, KeyError, TypeError):
         return None
-    if not (isinstance(meta, dict) and meta.get("format_version") in _READABLE_FORMATS
-            and "fastcore_train_version" in meta and isinstance(batches, int)):
-        return None
-    return batches
+    return batches if isinstance(batches, int) else None
 
 
 def _is_intact(folder: Path) -> bool:

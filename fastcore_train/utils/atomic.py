@@ -330,6 +330,14 @@ def _dead_writers_asides(target: Path) -> list[Path]:
     return found
 
 
+def recover_folders_in(folder: PathLike, notify: Optional[Callable[[str], None]] = None) -> None:
+    """:func:`recover_folder` for every target in ``folder`` that a writer of ours moved aside."""
+    folder = Path(folder)
+    names = {match["name"] for entry in folder.iterdir() if (match := _ASIDE_NAME.match(entry.name))}
+    for name in sorted(names):
+        recover_folder(folder / name, notify)
+
+
 def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = None) -> Path:
     """Return ``target``, first restoring the previous version a writer of ours moved aside
     (:func:`aside_sibling`) if it died before putting the new one in place. Only that name, from
