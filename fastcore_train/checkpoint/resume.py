@@ -11,7 +11,8 @@ back in place, as loading it by name would.
 
 ``resume_from="auto"`` searches the folder of every ``CheckpointCallback(save_object="checkpoint")``
 of the Trainer; ``resume_from="auto:<folder>"`` searches ``<folder>``. Either way, when there is
-none the run starts fresh; one log line says which. Under data parallel rank 0 decides and
+none the run starts fresh; one log line says which: a warning naming the folder when ``auto:<folder>``
+names one that does not exist at all (a job's first start, or a mistyped path), else an info line. Under data parallel rank 0 decides and
 broadcasts its choice, so every rank resumes the same folder.
 """
 from __future__ import annotations
@@ -112,7 +113,13 @@ def choose_resume_folder(resume_from: str, callbacks: Iterable[Any], comm: Any) 
         found.sort(key=lambda path: _trained_batches(path) or 0, reverse=True)
         choice = str(found[0]) if found else None
         searched = ", ".join(repr(str(folder)) for folder in folders)
-        if choice is None:
+        # A folder the user named that does not exist: a requeued job's first start, or a mistyped path.
+        missing = [folder for folder in folders if not folder.exists()] if resume_from != AUTO else []
+        if choice is None and missing:
+            logger.warning("resume_from=%r: %s does not exist; starting a fresh run (expected on a job's first "
+                           "start; otherwise check the path).", resume_from,
+                           ", ".join(repr(str(folder)) for folder in missing))
+        elif choice is None:
             logger.info("resume_from=%r: no complete checkpoint in %s; starting a fresh run.", resume_from, searched)
         else:
             logger.info("resume_from=%r: resuming from %r (the newest complete checkpoint in %s, after %d batches).",

@@ -106,3 +106,17 @@ def test_resume_auto_needs_a_checkpoint_folder_to_search(harness, tmp_path):
     trainer, _ = build_run(harness, 0, {}, n_epochs=1)
     with pytest.raises(ValueError, match=r"CheckpointCallback\(save_object='checkpoint'\).*auto:<folder>"):
         trainer.run(num_eval_sanity_batch=0, resume_from="auto")
+
+
+def test_resume_auto_from_a_missing_folder_warns_naming_it_and_an_empty_one_says_info(harness, tmp_path, caplog):
+    seed_everything(5)
+    trainer, _ = build_run(harness, 0, {}, n_epochs=1)
+    missing, empty = tmp_path / "first_start", tmp_path / "empty"
+    empty.mkdir()
+    with caplog.at_level(logging.INFO, logger="fastcore_train"):
+        trainer.run(num_eval_sanity_batch=0, resume_from=f"auto:{missing}")
+        trainer.run(num_eval_sanity_batch=0, resume_from=f"auto:{empty}")
+    records = [record for record in caplog.records if "resume_from='auto:" in record.getMessage()]
+    assert [record.levelname for record in records] == ["WARNING", "INFO"]
+    assert str(missing) in records[0].getMessage() and "does not exist" in records[0].getMessage()
+    assert "no complete checkpoint" in records[1].getMessage() and str(empty) in records[1].getMessage()
