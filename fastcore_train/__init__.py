@@ -58,6 +58,8 @@ _EXPORTS = {
     "NanGuardCallback": "fastcore_train.controllers.nan_guard",
     "NonFiniteLossError": "fastcore_train.controllers.nan_guard",
     "TrainingTerminated": "fastcore_train.controllers.run_guard",
+    "TrainingRequeued": "fastcore_train.controllers.run_guard",
+    "REQUEUE_EXIT_CODE": "fastcore_train.controllers.run_guard",
     "GradClipCallback": "fastcore_train.callbacks.grad_clip",
     "TorchGradClipCallback": "fastcore_train.callbacks.grad_clip",
     "WarmupCallback": "fastcore_train.callbacks.warmup",

@@ -5,6 +5,7 @@ import json
 import math
 import re
 import shutil
+import signal
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
 
@@ -13,6 +14,7 @@ from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
 from fastcore_train.controllers.interrupts import SaveGuard
 from fastcore_train.controllers.monitor import Monitor
+from fastcore_train.controllers.run_guard import TrainingRequeued
 from fastcore_train.events.callback import Callback
 from fastcore_train.log import logger
 from fastcore_train.utils.atomic import blocking_file
@@ -22,6 +24,27 @@ EVALUATE_RESULTS_FILE = "evaluate_results.json"
 SAVE_OBJECTS = ("model", "checkpoint", "trainer")
 #: The name of a top-k folder (see :class:`CheckpointCallback`).
 _TOP_K_NAME = re.compile(r"^epoch_(?P<epoch>\d+)-batch_(?P<batch>\d+)-.+_[^_]+$")
+
+
+def _requeue_signals(requeue_signal: Union[int, Sequence[int], None], save_object: str) -> tuple[int, ...]:
+    """``requeue_signal`` checked: signal numbers this process can catch, for a resumable checkpoint."""
+    if requeue_signal is None:
+        return ()
+    given = tuple(requeue_signal) if isinstance(requeue_signal, (list, tuple, set)) else (requeue_signal,)
+    numbers = []
+    for value in given:
+        try:
+            number = signal.Signals(value)
+        except (ValueError, TypeError):
+            raise ValueError(f"requeue_signal must be a signal number such as signal.SIGUSR1, got {value!r}.") from None
+        if number in (getattr(signal, "SIGKILL", None), getattr(signal, "SIGSTOP", None)):
+            raise ValueError(f"requeue_signal={number.name} cannot be caught by any process; use the signal your "
+                             "scheduler sends ahead of the kill (SLURM: --signal=USR1@90 and signal.SIGUSR1).")
+        numbers.append(int(number))
+    if save_object != "checkpoint":
+        raise ValueError("requeue_signal saves a checkpoint to resume from after the requeue: it needs "
+                         "save_object='checkpoint'.")
+    return tuple(numbers)
 
 
 class CheckpointCallback(Callback):
@@ -34,6 +57,13 @@ class CheckpointCallback(Callback):
     - ``epoch_{e}-batch_{b}-{monitor}_{value}`` for the ``topk`` best evaluations (others deleted),
       with the evaluation results beside it in ``evaluate_results.json``,
     - ``exception_{Name}`` when training raises one of ``on_exceptions``.
+
+    ``requeue_signal`` (a signal number or several, e.g. ``signal.SIGUSR1`` for SLURM's
+    ``--signal=USR1@90``, ``signal.SIGTERM`` for Kubernetes; checkpoints only): when one arrives
+    on any rank, every rank stops after the same batch (the next stop decision), this callback saves
+    ``epoch_{e}-batch_{b}`` there, and the process exits with status
+    :data:`~fastcore_train.controllers.run_guard.REQUEUE_EXIT_CODE` (143) for the scheduler to start
+    the job again, which ``run(resume_from="auto")`` then resumes.
 
     ``topk``: 0 or None saves no evaluation, k > 0 keeps the k best, a negative number (-1) saves
     after every evaluation and keeps them all. ``save_object="checkpoint"`` (or ``"trainer"``,
@@ -51,7 +81,8 @@ class CheckpointCallback(Callback):
                  on_exceptions: Union[type, Sequence[type], None] = None, monitor: Monitor = None,
                  larger_better: Optional[bool] = None, only_state_dict: bool = True,
                  model_save_fn: Optional[Callable[[Path], None]] = None, save_object: str = "model",
-                 save_evaluate_results: bool = True, async_save: bool = False) -> None:
+                 save_evaluate_results: bool = True, async_save: bool = False,
+                 requeue_signal: Union[int, Sequence[int], None] = None) -> None:
         topk = 0 if topk is None else topk
         for name, value in (("every_n_epochs", every_n_epochs), ("every_n_batches", every_n_batches)):
             if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value <= 0):
@@ -68,6 +99,7 @@ class CheckpointCallback(Callback):
                              "save_object='checkpoint', only_state_dict=True and no model_save_fn (which writes the live "
                              "model). Drop async_save, or those options.")
         self.async_save = async_save
+        self.requeue_signals = _requeue_signals(requeue_signal, save_object)
         self.folder = Path(folder if folder is not None else "checkpoints")
         self.every_n_epochs = every_n_epochs
         self.every_n_batches = every_n_batches
@@ -158,7 +190,9 @@ class CheckpointCallback(Callback):
                     lambda path=self.run_folder / name: shutil.rmtree(path, ignore_errors=True))
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
-        if self.on_exceptions and isinstance(exception, self.on_exceptions):
+        if self.requeue_signals and isinstance(exception, TrainingRequeued):
+            self._save(trainer, self._position(trainer), exception_checkpoint=True)  # resumable by resume_from="auto"
+        elif self.on_exceptions and isinstance(exception, self.on_exceptions):
             self._save(trainer, f"exception_{type(exception).__name__}", exception_checkpoint=True)
 
     def on_save_checkpoint(self, trainer: Any) -> dict:

@@ -159,7 +159,7 @@ class TrainLoopMixin:
                                                                      state.global_forward_batches):
                     self._stop_requested = True
                     break
-            elif (self._stop_requested or guard.terminate_requested) \
+            elif (self._stop_requested or guard.interrupt_requested) \
                     and guard.decide_stop(self._stop_requested, state.global_forward_batches, STOP_DECISION):
                 break
         if state.batch_idx_in_epoch == 0:  # the dataloader gave nothing this epoch (sized ones are checked earlier)

@@ -33,7 +33,7 @@ from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.controllers.overfit import OverfitDataLoader
 from fastcore_train.controllers.persistence import PersistenceMixin
 from fastcore_train.controllers.predict import Predictor
-from fastcore_train.controllers.run_guard import RunGuard, TrainingTerminated
+from fastcore_train.controllers.run_guard import RunGuard, TrainingRequeued, TrainingTerminated
 from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
@@ -277,7 +277,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         started = time.perf_counter()
         self._loss_tally = LossTally(self.driver.data.to_numeric, tracks=not self.driver.data.reading_changes_results)
         self._batches_at_start = self.state.global_forward_batches
-        with RunGuard(self.driver) as self._guard:
+        requeue_signals = sorted({number for callback in self.callback_manager.callbacks
+                                  for number in getattr(callback, "requeue_signals", ())})
+        with RunGuard(self.driver, requeue_signals) as self._guard:
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
         return self._train_output(time.perf_counter() - started)
 
@@ -349,6 +351,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             self._fire_exception(interrupt)
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(interrupt)
+            if isinstance(interrupt, TrainingRequeued):  # saved by CheckpointCallback(requeue_signal=...)
+                logger.warning("Training stopped for a requeue after batch %d; exiting with status %d.",
+                               self.state.global_forward_batches, interrupt.exit_code)
+                raise SystemExit(interrupt.exit_code) from None
             if not catch_KeyboardInterrupt:
                 raise
             logger.warning("Training interrupted (%s) at epoch %d, batch %d.",

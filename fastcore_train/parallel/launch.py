@@ -303,4 +303,4 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
         traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(1)
+    os._exit(getattr(exception, "exit_code", 1))  # a requeue's status (run_guard.TrainingRequeued), else 1

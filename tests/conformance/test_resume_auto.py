@@ -1,8 +1,9 @@
-"""Preemption: a run killed with SIGKILL, started again with the same command and
+"""Preemption: a run killed with SIGKILL at a random batch, started again with the same command and
 ``resume_from="auto"``, ends exactly where an uninterrupted run ends."""
 from __future__ import annotations
 
 import logging
+import random
 import signal
 import subprocess
 import sys
@@ -12,14 +13,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fastcore_train import CheckpointCallback, get_last_checkpoint, seed_everything
+from fastcore_train import REQUEUE_EXIT_CODE, CheckpointCallback, get_last_checkpoint, seed_everything
 from tests.conformance.helpers import assert_weights_equal
 from tests.conformance.test_resume import build_run
 
 ROOT = Path(__file__).resolve().parents[2]
 
 # One command for every start: it resumes from the newest checkpoint when there is one. With
-# KILL_AT, it kills itself (SIGKILL, no clean-up) after that batch, once (a marker file remembers).
+# KILL_AT, it kills itself (SIGKILL, no clean-up) after that batch, once (a marker file remembers);
+# with HOW "usr1" it sends itself SIGUSR1 instead, its CheckpointCallback's requeue signal.
 PREEMPTIBLE = textwrap.dedent("""\
     import os, signal, sys
     from pathlib import Path
@@ -29,17 +31,18 @@ PREEMPTIBLE = textwrap.dedent("""\
     from tests.conformance.harnesses.{backend} import Harness
     from tests.conformance.test_resume import build_run
 
-    out, kill_at = Path(sys.argv[1]), int(sys.argv[2])
+    out, kill_at, how = Path(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
     harness = Harness()
     seed_everything(5)
     trainer, model = build_run(harness, 0, {{}}, n_epochs=2, callbacks=[
-        CheckpointCallback(out / "checkpoints", every_n_batches=3, save_object="checkpoint")])
+        CheckpointCallback(out / "checkpoints", every_n_batches=3, save_object="checkpoint",
+                           requeue_signal=signal.SIGUSR1)])
 
     def preempt(t):
         marker = out / "killed"
         if t.global_forward_batches == kill_at and not marker.exists():
             marker.write_text(str(kill_at))
-            os.kill(os.getpid(), signal.SIGKILL)
+            os.kill(os.getpid(), signal.SIGKILL if how == "kill" else signal.SIGUSR1)
 
     trainer.add_callback_fn(Event.on_train_batch_end(), preempt)
     trainer.run(num_eval_sanity_batch=0, resume_from="auto")
@@ -47,13 +50,13 @@ PREEMPTIBLE = textwrap.dedent("""\
 """)
 
 
-def start(harness, out: Path, kill_at: int) -> subprocess.CompletedProcess:
+def start(harness, out: Path, kill_at: int, how: str = "kill") -> subprocess.CompletedProcess:
     script = PREEMPTIBLE.format(root=str(ROOT), backend=harness.driver_name)
-    return subprocess.run([sys.executable, "-c", script, str(out), str(kill_at)], capture_output=True, text=True,
-                          timeout=600)
+    return subprocess.run([sys.executable, "-c", script, str(out), str(kill_at), how], capture_output=True,
+                          text=True, timeout=600)
 
 
-def test_a_killed_run_started_again_with_resume_auto_ends_bit_identical(harness, tmp_path):
+def test_a_killed_or_requeue_signalled_run_started_again_with_resume_auto_ends_bit_identical(harness, tmp_path):
     straight = tmp_path / "straight"
     straight.mkdir()
     done = start(harness, straight, kill_at=-1)
@@ -62,13 +65,24 @@ def test_a_killed_run_started_again_with_resume_auto_ends_bit_identical(harness,
 
     preempted = tmp_path / "preempted"
     preempted.mkdir()
-    killed = start(harness, preempted, kill_at=10)  # 8 batches an epoch: killed mid-epoch 2, after batch 9's save
-    assert killed.returncode == -signal.SIGKILL, killed.stderr[-4000:]
+    kill_at = random.randint(3, 15)  # of 16 batches (8 an epoch), checkpoints every 3: at any batch
+    killed = start(harness, preempted, kill_at=kill_at)
+    assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr[-4000:])
     assert not (preempted / "weights.npz").exists()
-    resumed = start(harness, preempted, kill_at=10)  # the same command
-    assert resumed.returncode == 0, resumed.stderr[-4000:]
-    assert "resuming from" in resumed.stderr and "after 9 batches" in resumed.stderr
+    resumed = start(harness, preempted, kill_at=kill_at)  # the same command
+    assert resumed.returncode == 0, (kill_at, resumed.stderr[-4000:])
+    assert "resuming from" in resumed.stderr and f"after {kill_at // 3 * 3} batches" in resumed.stderr, kill_at
     assert_weights_equal(dict(np.load(preempted / "weights.npz")), dict(np.load(straight / "weights.npz")))
+
+    # The requeue signal in one process: a checkpoint after that very batch, the requeue status, then the same.
+    signalled = tmp_path / "signalled"
+    signalled.mkdir()
+    stopped = start(harness, signalled, kill_at=kill_at, how="usr1")
+    assert stopped.returncode == REQUEUE_EXIT_CODE, (kill_at, stopped.stderr[-4000:])
+    assert get_last_checkpoint(signalled / "checkpoints").name.endswith(f"-batch_{kill_at}"), kill_at
+    resumed = start(harness, signalled, kill_at=kill_at, how="usr1")
+    assert resumed.returncode == 0 and f"after {kill_at} batches" in resumed.stderr, (kill_at, resumed.stderr[-4000:])
+    assert_weights_equal(dict(np.load(signalled / "weights.npz")), dict(np.load(straight / "weights.npz")))
 
 
 def test_resume_auto_without_a_checkpoint_starts_fresh_and_says_so(harness, tmp_path, caplog):

@@ -1,11 +1,15 @@
 """Values that used to fail obscurely or do nothing: n_epochs=0 with nothing to evaluate, report_to
-that is no name, a metric function returning text, prediction names the shards cannot hold. Runs on
+that is no name, a metric function returning text, prediction names the shards cannot hold, a requeue signal that
+cannot work. Runs on
 every backend (``--backend``)."""
 from __future__ import annotations
 
+import re
+import signal
+
 import pytest
 
-from fastcore_train import Accuracy, Evaluator, Event, Trainer
+from fastcore_train import Accuracy, CheckpointCallback, Evaluator, Event, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.reliability.conftest import messages
 
@@ -69,3 +73,13 @@ def test_a_prediction_name_the_shards_cannot_hold_is_refused_before_writing(harn
         trainer.predict(dev(harness), output_dir=tmp_path / "pred")
     assert not [path for path in (tmp_path / "pred").iterdir() if path.suffix == ".npz"]
     assert name in trainer.predict(dev(harness))  # in memory such a name is fine
+
+
+@pytest.mark.parametrize("kwargs, words", [
+    ({"requeue_signal": signal.SIGKILL, "save_object": "checkpoint"}, "cannot be caught"),
+    ({"requeue_signal": "USR1", "save_object": "checkpoint"}, "signal number"),
+    ({"requeue_signal": signal.SIGUSR1}, "save_object='checkpoint'"),
+])
+def test_a_requeue_signal_that_cannot_work_is_refused_when_the_callback_is_built(kwargs, words):
+    with pytest.raises(ValueError, match=re.escape(words)):
+        CheckpointCallback("checkpoints", **kwargs)

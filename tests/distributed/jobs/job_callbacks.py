@@ -20,3 +20,19 @@ class Slow(Callback):
 
     def on_train_batch_end(self, trainer):
         time.sleep(0.05)
+
+
+class SignalOnce(Callback):
+    """Rank ``rank`` sends itself ``signum`` after global batch ``at``, once per ``marker`` file (a rerun does not)."""
+
+    def __init__(self, rank, at, signum, marker):
+        self.rank, self.at, self.signum, self.marker = rank, at, signum, marker
+
+    def on_train_batch_end(self, trainer):
+        import os
+        from pathlib import Path
+
+        if trainer.driver.comm.rank == self.rank and trainer.global_forward_batches == self.at \
+                and not Path(self.marker).exists():
+            Path(self.marker).write_text(str(self.at))
+            os.kill(os.getpid(), self.signum)
