@@ -30,9 +30,9 @@ def test_a_requeue_signal_on_one_rank_saves_on_all_exits_for_requeue_and_the_rer
     straight.mkdir(), preempted.mkdir()
     base = {"n_epochs": 3, "shuffle": True, "resume_from": "auto"}
     for task in run_srun_job(backend, JOB, {**base, "out": str(straight),
-                                            "requeue": {"checkpoints": str(straight / "ckpt"), "rank": 1, "at": -1}}):
+                                            "preempt": {"checkpoints": str(straight / "ckpt"), "rank": 1, "at": -1}}):
         assert task.returncode == 0, task.stderr[-4000:]
-    job = {**base, "out": str(preempted), "requeue": {"checkpoints": str(preempted / "ckpt"), "rank": 1, "at": 5}}
+    job = {**base, "out": str(preempted), "preempt": {"checkpoints": str(preempted / "ckpt"), "rank": 1, "at": 5}}
     signalled = run_srun_job(backend, JOB, job)  # 4 batches an epoch: rank 1 signalled inside epoch 2
     for task in signalled:
         assert task.returncode == REQUEUE_EXIT_CODE, task.stderr[-4000:]

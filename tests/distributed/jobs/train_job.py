@@ -4,9 +4,10 @@ Usage: python train_job.py CONFIG_JSON, run self-launched (``device`` a list) or
 backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, and optionally
 ``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``n_batches``, ``accumulation_steps``, ``grad_clip``,
 ``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``/``save_async``, ``resume_from``,
-``save_after_run`` (a checkpoint folder, saved once run() returned), ``requeue`` (``{"checkpoints": folder,
-"rank": r, "at": b}``: ``CheckpointCallback(folder, requeue_signal=SIGUSR1)``, and rank r sends itself SIGUSR1 after
-batch b unless ``<out>/signalled`` exists), ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
+``save_after_run`` (a checkpoint folder, saved once run() returned), ``preempt`` (``{"checkpoints": folder,
+"rank": r, "at": b, "signal": name, "every_n_batches": n}``: ``CheckpointCallback(folder, requeue_signal=SIGUSR1,
+every_n_batches=n)``, and rank r sends itself the signal (default SIGUSR1) after batch b unless ``<out>/signalled``
+exists), ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -77,11 +78,13 @@ def main(config):
                                      blocking=not config.get("save_async")))
     if config.get("slow"):
         callbacks.append(Slow())
-    if "requeue" in config:
+    if "preempt" in config:
         import signal
-        requeue = config["requeue"]
-        callbacks += [CheckpointCallback(requeue["checkpoints"], save_object="checkpoint", requeue_signal=signal.SIGUSR1),
-                      SignalOnce(requeue["rank"], requeue["at"], signal.SIGUSR1, out / "signalled")]
+        preempt = config["preempt"]
+        callbacks += [CheckpointCallback(preempt["checkpoints"], save_object="checkpoint", requeue_signal=signal.SIGUSR1,
+                                         every_n_batches=preempt.get("every_n_batches")),
+                      SignalOnce(preempt["rank"], preempt["at"], getattr(signal, preempt.get("signal", "SIGUSR1")),
+                                 out / "signalled")]
     if "grad_clip" in config:
         callbacks.append(GradClipCallback(**config["grad_clip"]))
     evaluate = {}
