@@ -16,6 +16,9 @@ from typing import Iterable, Mapping, Optional
 
 #: Set in the environment of every rank fastcore_train starts itself; its value is the rank (or "mpi").
 LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
+#: Set by Kubernetes in every container. A rank there without a local rank is a pod of its own (Kubeflow's
+#: PyTorchJob gives each pod ``RANK`` and ``WORLD_SIZE`` only): its local rank is 0, its node its rank.
+KUBERNETES_POD_ENV = "KUBERNETES_SERVICE_HOST"
 #: Set beside the launcher variables written from SLURM's (:mod:`fastcore_train.parallel.slurm`); its value is the rank.
 SLURM_EXPORTED_ENV = "FASTCORE_TRAIN_FROM_SLURM"
 
@@ -86,6 +89,8 @@ class LaunchEnvironment:
         local_rank = _first_int(environ, self.local_rank)
         local_world_size = _first_int(environ, self.local_world_size)
         node_rank = _first_int(environ, self.node_rank)
+        if local_rank is None and local_world_size is None and environ.get(KUBERNETES_POD_ENV):
+            local_rank, local_world_size = 0, 1  # one rank per pod: it owns the pod's device 0
         if node_rank is None:
             node_rank = rank // local_world_size if local_world_size else 0
         address = _first_text(environ, self.master_address)

@@ -55,3 +55,42 @@ def test_the_registered_backends_launchers_are_asked_in_order():
     assert launch_environments() == [TORCHRUN, PADDLE_LAUNCH, MPIRUN, ONEFLOW_LAUNCH]
     assert detect_rank_facts(launch_environments(), PADDLE_RANK_3).launcher == "paddle.distributed.launch"
     assert detect_rank_facts(launch_environments(), OPENMPI_RANK_3).rank == 3
+
+
+# Kubeflow training operator (kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go, master.go and
+# paddlepaddle/envvar.go): what each pod's container gets, plus Kubernetes' own service variables.
+KUBERNETES_POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", "PYTHONUNBUFFERED": "0"}
+PYTORCHJOB_WORKER_1 = {**KUBERNETES_POD, "MASTER_ADDR": "train-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3",
+                       "RANK": "2"}  # the second worker pod of a Master + 2 Workers job (workers count from rank 1)
+PYTORCHJOB_TORCHRUN_POD = {**PYTORCHJOB_WORKER_1, "PET_NNODES": "3", "PET_NPROC_PER_NODE": "4", "PET_NODE_RANK": "2",
+                           "PET_MASTER_ADDR": "train-master-0", "PET_MASTER_PORT": "23456"}
+PADDLEJOB_WORKER_1 = {**KUBERNETES_POD, "PADDLE_MASTER": "train-worker-0:37777", "PADDLE_NNODES": "2",
+                      "PADDLE_JOB_ID": "train"}
+
+
+def test_a_pytorchjob_pod_without_a_launcher_is_one_rank_on_a_node_of_its_own():
+    facts = detect_rank_facts(launch_environments(), PYTORCHJOB_WORKER_1)
+    assert facts == RankFacts(rank=2, local_rank=0, world_size=3, node_rank=2, master_address="train-master-0:23456",
+                              launcher="torchrun")  # local rank 0: the pod's own device, not cuda:2
+    # outside Kubernetes the same variables are ranks on one machine (set by hand, or self-launched)
+    outside = {key: value for key, value in PYTORCHJOB_WORKER_1.items() if not key.startswith("KUBERNETES_")}
+    assert detect_rank_facts(launch_environments(), outside).local_rank == 2
+
+
+def test_torchrun_inside_a_pytorchjob_pod_wins_over_the_pods_variables():
+    # torchrun reads PET_* as its options and gives each of its 4 processes its own variables
+    worker = {**PYTORCHJOB_TORCHRUN_POD, **TORCHRUN.variables_for(1, 4, "train-master-0", 23456),
+              "RANK": "9", "WORLD_SIZE": "12", "LOCAL_WORLD_SIZE": "4", "GROUP_RANK": "2"}
+    assert detect_rank_facts(launch_environments(), worker) == RankFacts(
+        rank=9, local_rank=1, world_size=12, node_rank=2, master_address="train-master-0:23456", launcher="torchrun")
+
+
+def test_a_paddlejob_pod_is_a_rank_only_under_paddles_launcher():
+    # the operator names the master and the node count (paddle's launcher reads them as --master / --nnodes) ...
+    assert detect_rank_facts(launch_environments(), PADDLEJOB_WORKER_1) == SINGLE_PROCESS
+    # ... and the launcher started in the pod numbers the ranks: the second pod's second process of 2 + 2
+    worker = {**PADDLEJOB_WORKER_1, "PADDLE_TRAINER_ID": "3", "PADDLE_TRAINERS_NUM": "4", "PADDLE_LOCAL_RANK": "1",
+              "PADDLE_LOCAL_SIZE": "2", "PADDLE_MASTER": "train-worker-0:37777"}
+    assert detect_rank_facts(launch_environments(), worker) == RankFacts(
+        rank=3, local_rank=1, world_size=4, node_rank=1, master_address="train-worker-0:37777",
+        launcher="paddle.distributed.launch")
