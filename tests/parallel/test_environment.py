@@ -60,10 +60,11 @@ def test_the_registered_backends_launchers_are_asked_in_order():
 # Kubeflow training operator (kubeflow/training-operator pkg/controller.v1/pytorch/envvar.go, master.go and
 # paddlepaddle/envvar.go): what each pod's container gets, plus Kubernetes' own service variables.
 KUBERNETES_POD = {"KUBERNETES_SERVICE_HOST": "10.96.0.1", "KUBERNETES_SERVICE_PORT": "443", "PYTHONUNBUFFERED": "0"}
+# The second worker pod of a Master + 2 Workers job (workers count from 1): RANK is the pod's index,
+# WORLD_SIZE the pods times nprocPerNode, PET_* torchrun's options.
 PYTORCHJOB_WORKER_1 = {**KUBERNETES_POD, "MASTER_ADDR": "train-master-0", "MASTER_PORT": "23456", "WORLD_SIZE": "3",
-                       "RANK": "2"}  # the second worker pod of a Master + 2 Workers job (workers count from rank 1)
-PYTORCHJOB_TORCHRUN_POD = {**PYTORCHJOB_WORKER_1, "PET_NNODES": "3", "PET_NPROC_PER_NODE": "4", "PET_NODE_RANK": "2",
-                           "PET_MASTER_ADDR": "train-master-0", "PET_MASTER_PORT": "23456"}
+                       "RANK": "2", "PET_NPROC_PER_NODE": "1", "PET_NODE_RANK": "2", "PET_NNODES": "3"}
+PYTORCHJOB_TORCHRUN_POD = {**PYTORCHJOB_WORKER_1, "WORLD_SIZE": "12", "PET_NPROC_PER_NODE": "4"}
 PADDLEJOB_WORKER_1 = {**KUBERNETES_POD, "PADDLE_MASTER": "train-worker-0:37777", "PADDLE_NNODES": "2",
                       "PADDLE_JOB_ID": "train"}
 
