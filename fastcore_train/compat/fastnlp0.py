@@ -19,9 +19,10 @@ from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
 from fastcore_train.controllers.progress import RawTextCallback, TqdmCallback
 from fastcore_train.controllers.trainer import Trainer
-from fastcore_train.drivers.registry import backend_part
+from fastcore_train.drivers.registry import backend_part, launch_environments
 from fastcore_train.events.callback import Callback
 from fastcore_train.log import logger
+from fastcore_train.parallel.environment import SINGLE_PROCESS, RankFacts, detect_rank_facts
 from fastcore_train.utils.param_call import ParamBinder
 
 __all__ = ["DistTrainer", "get_local_rank", "nested_results"]
@@ -31,19 +32,25 @@ _FP16_LEVELS = ("O1", "O2", "O3")
 _ON_EXCEPTION = ("auto", "raise", "ignore")
 
 
+def _launched() -> RankFacts:
+    """This process's rank facts from whichever launcher started it (SINGLE_PROCESS when none did)."""
+    return detect_rank_facts(launch_environments())
+
+
 def get_local_rank() -> Optional[int]:
-    """This process's local rank: ``LOCAL_RANK`` (torchrun, and ``torch.distributed.launch`` too),
-    else the ``--local_rank``/``--local-rank`` argument ``torch.distributed.launch`` passes
-    without ``--use-env``; None when no launcher started this process (0.x raised instead: here
-    one process trains alone)."""
-    if "LOCAL_RANK" in os.environ:
-        return int(os.environ["LOCAL_RANK"])
-    parser = argparse.ArgumentParser(add_help=False)
-    parser.add_argument("--local_rank", "--local-rank", type=int, default=None)
-    known, _ = parser.parse_known_args()
-    if known.local_rank is not None:
-        os.environ["LOCAL_RANK"] = str(known.local_rank)  # the Trainer's rank facts read it
-    return known.local_rank
+    """This process's local rank, as a launcher set it (torchrun's ``LOCAL_RANK``, also set by
+    ``torch.distributed.launch``), or from the ``--local_rank``/``--local-rank`` argument that
+    ``torch.distributed.launch`` passes without ``--use-env``; None when no launcher started this
+    process (0.x raised instead: here one process trains alone)."""
+    if "LOCAL_RANK" not in os.environ:
+        parser = argparse.ArgumentParser(add_help=False)
+        parser.add_argument("--local_rank", "--local-rank", type=int, default=None)
+        known, _ = parser.parse_known_args()
+        if known.local_rank is not None:
+            os.environ["LOCAL_RANK"] = str(known.local_rank)  # the launcher's rank facts read it
+            return known.local_rank
+    facts = _launched()
+    return None if facts is SINGLE_PROCESS else facts.local_rank
 
 
 def nested_results(results: dict[str, Any]) -> dict[str, dict[str, Any]]:
@@ -174,7 +181,7 @@ class DistTrainer:
         if local_rank is not None:
             os.environ.setdefault("LOCAL_RANK", str(local_rank))
         self.local_rank = get_local_rank() if local_rank is None else int(local_rank)
-        self.rank = int(os.environ.get("RANK", 0))
+        self.rank = _launched().rank
         self.model = model
         self.optimizer = optimizer
         self.train_data = train_data
