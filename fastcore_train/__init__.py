@@ -27,6 +27,7 @@ _export_slurm_variables()
 
 _EXPORTS = {
     "Trainer": "fastcore_train.controllers.trainer",
+    "DistTrainer": "fastcore_train.compat.fastnlp0",
     "Evaluator": "fastcore_train.controllers.evaluator",
     "TrainerState": "fastcore_train.controllers.state",
     "Event": "fastcore_train.events.event",

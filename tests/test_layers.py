@@ -32,6 +32,7 @@ LAYERS: list[list[str]] = [
     ["backends", *BACKENDS],
     ["controllers"],
     ["callbacks"],
+    ["compat"],
     ["cli"],
     ["demo"],
     ["__init__", "__main__"],

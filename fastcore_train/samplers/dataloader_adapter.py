@@ -49,6 +49,12 @@ class DataLoaderAdapter:
         # With batch_sampler= given, dataloader.sampler is an unused default: read the batch sampler's.
         return batch_sampler.sampler if default_batching else dataloader.sampler
 
+    # ------------------------------------------------------------------ building
+    def from_dataset(self, dataset: Any, batch_size: int, shuffle: bool, drop_last: bool, num_workers: int) -> Any:
+        """A new DataLoader over ``dataset`` (fastNLP 0.x's ``DistTrainer`` builds its own from a dataset)."""
+        return self.dataloader(dataset, batch_size=batch_size, shuffle=shuffle, drop_last=drop_last,
+                               num_workers=num_workers)
+
     # ------------------------------------------------------------------ reading
     def sampler_kind(self, sampler: Any) -> str:
         """``"random"``, ``"sequential"`` or ``"custom"``, as :class:`DataLoaderArgs` describes them."""

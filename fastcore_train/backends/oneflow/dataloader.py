@@ -22,6 +22,7 @@ _ADAPTER = DataLoaderAdapter(dataloader=DataLoader, iterable_dataset=IterableDat
                              worker_only=("prefetch_factor", "persistent_workers"))
 get_dataloader_args = _ADAPTER.get_dataloader_args
 replace_batch_sampler = _ADAPTER.replace_batch_sampler
+dataloader_from_dataset = _ADAPTER.from_dataset
 
 
 class OneflowData(DataAdapter):

@@ -47,6 +47,7 @@ _ADAPTER = _PaddleAdapter(
 
 get_dataloader_args = _ADAPTER.get_dataloader_args
 replace_batch_sampler = _ADAPTER.replace_batch_sampler
+dataloader_from_dataset = _ADAPTER.from_dataset
 
 
 class PaddleData(DataAdapter):
