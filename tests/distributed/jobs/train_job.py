@@ -4,7 +4,7 @@ Usage: python train_job.py CONFIG_JSON, run self-launched (``device`` a list) or
 backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, and optionally
 ``batch_size`` (per rank), ``shuffle``, ``n_epochs``, ``n_batches``, ``accumulation_steps``, ``grad_clip``,
 ``evaluate`` (samples), ``fail_rank``/``fail_at``, ``save_at``/``save_to``/``save_errors_to``/``save_async``, ``resume_from``,
-``save_after_run`` (a checkpoint folder, saved once run() returned), ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
+``save_after_run`` (a checkpoint folder, saved once run() returned), ``save_model`` (folder), ``activation_checkpointing``, ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -86,7 +86,8 @@ def main(config):
     trainer = Trainer(model, train, harness.make_sgd(model, 0.1), driver=harness.driver_name,
                       device=config.get("device"), n_epochs=config.get("n_epochs", 1),
                       n_batches=config.get("n_batches", -1), progress_bar=None,
-                      callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1), **evaluate)
+                      callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1),
+                      activation_checkpointing=config.get("activation_checkpointing"), **evaluate)
     seen, events, every = [], [], []
     trainer.add_callback_fn(Event.on_train_batch_begin(), lambda t, batch, i: seen.extend(harness.indices_of(batch)))
     for name in EVENTS:
@@ -116,7 +117,7 @@ def main(config):
         "seen": seen, "results": results, "world_size": driver.comm.world_size, "events": events, "every": every,
         "round_trip": round_trip, "global_forward_batches": trainer.global_forward_batches,
         "driver": type(driver).__name__, "model_file_suffix": driver.io.model_file_suffix,
-        "gathered": gathered, "broadcast": broadcast}))
+        "gathered": gathered, "broadcast": broadcast, "recomputed": trainer.activation_checkpointed}))
     driver.comm.barrier()
 
 
