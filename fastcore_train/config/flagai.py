@@ -15,7 +15,8 @@ from fastcore_train.config.trainer_args import TrainerArgs
 #: FlagAI name -> TrainerArgs field it sets.
 RENAMED = {"epochs": "n_epochs", "gradient_accumulation_steps": "accumulation_steps", "fp16": "fp16",
            "eval_interval": "evaluate_every", "seed": "sampler_seed", "log_interval": "report_every_n_batches",
-           "tensorboard_dir": "report_dir", "experiment_name": "run_name", "load_dir": "resume_from"}
+           "tensorboard_dir": "report_dir", "experiment_name": "run_name", "load_dir": "resume_from",
+           "checkpoint_activations": "activation_checkpointing"}
 #: FlagAI name -> where that setting lives in fastcore_train.
 ELSEWHERE = {
     "batch_size": "the dataloader (its batch_size; data.init_args in a config)",

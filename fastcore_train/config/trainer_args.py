@@ -64,6 +64,9 @@ class TrainerArgs:
     model_wo_auto_param_call: bool = _arg(False, "Pass the batch whole to the model instead of matching its keys to "
                                                  "the method's parameters.")
     model_use_eval_mode: bool = _arg(True, "Put the model in eval mode while evaluating.")
+    activation_checkpointing: Union[bool, str, list[str], None] = _arg(
+        None, "Recompute these layers' activations in backward instead of keeping them (less memory, more compute): "
+              "True (every block of a ModuleList/Sequential), or layer class names; None: off.")
     # ---- data
     use_dist_sampler: Optional[bool] = _arg(None, "Split the training data across ranks (None: yes when data parallel).")
     evaluate_use_dist_sampler: Optional[bool] = _arg(None, "Split the evaluation data across ranks (None: as use_dist_sampler).")

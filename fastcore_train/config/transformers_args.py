@@ -16,7 +16,8 @@ __all__ = ["from_transformers", "RENAMED", "ELSEWHERE"]
 
 #: transformers name -> TrainerArgs field it sets unchanged.
 RENAMED = {"gradient_accumulation_steps": "accumulation_steps", "fp16": "fp16", "logging_dir": "report_dir",
-           "run_name": "run_name", "greater_is_better": "larger_better"}
+           "run_name": "run_name", "greater_is_better": "larger_better",
+           "gradient_checkpointing": "activation_checkpointing"}
 #: names read together with others (see :func:`from_transformers`).
 COMBINED = ("num_train_epochs", "max_steps", "eval_strategy", "evaluation_strategy", "eval_steps", "save_strategy",
             "logging_strategy", "logging_steps", "report_to", "output_dir", "seed", "data_seed",
@@ -56,7 +57,6 @@ ELSEWHERE = {
     "local_rank": "the launcher's LOCAL_RANK variable", "ddp_backend": "the backend's driver (driver=)",
     "ddp_find_unused_parameters": "the torch backend's options (torch_kwargs)",
     "fsdp": "driver='torch_fsdp' (or fairscale_kwargs={'fsdp': True})",
-    "gradient_checkpointing": "the model (e.g. model.gradient_checkpointing_enable())",
     "torch_compile": "compile the model before building the Trainer",
     "push_to_hub": "not supported: upload the saved folder with huggingface_hub",
     "hub_model_id": "not supported: upload the saved folder with huggingface_hub",

@@ -13,6 +13,7 @@ TRAINER_OPTIONS = frozenset({
     "train_input_mapping", "train_output_mapping", "evaluate_input_mapping", "evaluate_output_mapping",
     "progress_bar", "model_use_eval_mode", "use_dist_sampler", "evaluate_use_dist_sampler", "sampler_seed",
     "log_file", "model_summary", "report_to", "report_dir", "report_every_n_batches", "run_name", "nan_guard",
+    "activation_checkpointing",
 })
 
 

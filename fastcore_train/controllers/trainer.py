@@ -39,6 +39,7 @@ from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
 from fastcore_train.controllers.train_loop import TrainLoopMixin
 from fastcore_train.controllers.train_output import LossTally, TrainOutput, epochs_done
+from fastcore_train.drivers.activation_checkpointing import apply_activation_checkpointing
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.events.callback import Callback
@@ -121,6 +122,8 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         problem = model_without_parameters(model) or optimizers_miss_the_model(model, listed)
         if problem is not None:
             raise ValueError(problem)
+        # before set-up, so the data-parallel wrappers the driver builds see the wrapped layers
+        self.activation_checkpointed = apply_activation_checkpointing(model, options.get("activation_checkpointing"))
         self.driver.ensure_setup()
         log.set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         if options.get("log_file") is not None:

@@ -69,6 +69,7 @@ def test_flagai_names_that_belong_elsewhere_say_where():
     with pytest.raises(ValueError, match="Unknown FlagAI argument"):
         from_flagai(epoch=3)
     assert from_flagai(tensorboard_dir="tb", log_interval=10).report_to == ["tensorboard"]
+    assert from_flagai(checkpoint_activations=True).trainer_kwargs()["activation_checkpointing"] is True
 
 
 def test_transformers_names_map_onto_trainer_args():
@@ -89,6 +90,7 @@ def test_transformers_names_map_onto_trainer_args():
     assert TrainerArgs.from_transformers(logging_strategy="no").report_every_n_batches == 0
     assert TrainerArgs.from_transformers(deepspeed="ds.json").deepspeed_kwargs == {"config": "ds.json"}
     assert TrainerArgs.from_transformers() == TrainerArgs()
+    assert TrainerArgs.from_transformers(gradient_checkpointing=True).activation_checkpointing is True
 
 
 def test_transformers_names_that_belong_elsewhere_say_where():

@@ -92,6 +92,16 @@ def test_every_rank_starts_from_rank_zeros_weights(backend, harness, tmp_path):
         assert_close(rank["weights"], single_process_weights(harness, 16))
 
 
+def test_activation_checkpointing_on_two_ranks_equals_one_process_without_it(backend, harness, tmp_path):
+    if harness.recompute == "none":
+        pytest.skip(f"{backend.name} has no activation checkpointing (its error is a conformance test)")
+    ranks = launched(backend, {"out": str(tmp_path), "activation_checkpointing": ["Linear"]})
+    expected = single_process_weights(harness, 16)
+    for rank in ranks:  # the layers were wrapped before the data-parallel wrapper, which still syncs them
+        assert rank["recomputed"] == ["fc1", "fc2"] and rank["driver"] == backend.distributed_driver
+        assert_close(rank["weights"], expected)
+
+
 def test_a_users_own_process_group_and_data_parallel_model_are_respected(backend, harness, tmp_path):
     if type(harness).wrap_user_data_parallel is BackendHarness.wrap_user_data_parallel:
         pytest.skip(f"{backend.name} has no data-parallel model class for users to wrap their model in")

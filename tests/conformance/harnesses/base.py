@@ -40,6 +40,9 @@ class BackendHarness(ABC):
     """Framework-specific pieces of the conformance tests."""
 
     driver_name: str
+    #: Activation checkpointing here: "exact" (any layer, dropout replayed), "no_dropout" (layers
+    #: that draw random numbers are refused), "none" (the framework has no recompute facility).
+    recompute: str = "exact"
 
     @abstractmethod
     def make_model(self, weights: dict[str, np.ndarray], dropout: float = 0.0) -> Any: ...

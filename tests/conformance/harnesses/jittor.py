@@ -78,6 +78,7 @@ def _clip(optimizer: jt.optim.Optimizer, clip_type: str, value: float) -> None:
 
 class Harness(BackendHarness):
     driver_name = "jittor"
+    recompute = "none"
 
     def make_model(self, weights, dropout=0.0):
         return MLP(weights, dropout)

@@ -75,6 +75,7 @@ class LossForward(flow.nn.Module):
 
 class Harness(BackendHarness):
     driver_name = "oneflow"
+    recompute = "no_dropout"
 
     def make_model(self, weights, dropout=0.0):
         return MLP(weights, dropout)

@@ -7,7 +7,7 @@ backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, an
 ``save_after_run`` (a checkpoint folder, saved once run() returned), ``preempt`` (``{"checkpoints": folder,
 "rank": r, "at": b, "signal": name, "every_n_batches": n}``: ``CheckpointCallback(folder, requeue_signal=SIGUSR1,
 every_n_batches=n)``, and rank r sends itself the signal (default SIGUSR1) after batch b unless ``<out>/signalled``
-exists), ``save_model`` (folder), ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
+exists), ``save_model`` (folder), ``activation_checkpointing``, ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -96,7 +96,8 @@ def main(config):
     trainer = Trainer(model, train, harness.make_sgd(model, 0.1), driver=harness.driver_name,
                       device=config.get("device"), n_epochs=config.get("n_epochs", 1),
                       n_batches=config.get("n_batches", -1), progress_bar=None,
-                      callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1), **evaluate)
+                      callbacks=callbacks, accumulation_steps=config.get("accumulation_steps", 1),
+                      activation_checkpointing=config.get("activation_checkpointing"), **evaluate)
     seen, events, every = [], [], []
     trainer.add_callback_fn(Event.on_train_batch_begin(), lambda t, batch, i: seen.extend(harness.indices_of(batch)))
     for name in EVENTS:
@@ -126,7 +127,7 @@ def main(config):
         "seen": seen, "results": results, "world_size": driver.comm.world_size, "events": events, "every": every,
         "round_trip": round_trip, "global_forward_batches": trainer.global_forward_batches,
         "driver": type(driver).__name__, "model_file_suffix": driver.io.model_file_suffix,
-        "gathered": gathered, "broadcast": broadcast}))
+        "gathered": gathered, "broadcast": broadcast, "recomputed": trainer.activation_checkpointed}))
     driver.comm.barrier()
 
 
