@@ -1,9 +1,10 @@
 """Data parallel from a real Jupyter kernel, run headless (nbclient + ipykernel) on every backend.
 
-``notebooks/two_ranks.ipynb`` trains in one process, then on 2 ranks started from a cell with
-``notebook_launcher`` (each rank trains half the batches, the weights end equal), makes a rank
-raise, types a multi-device Trainer into a cell, and finally launches again and checks that no
-rank is left over: the kernel must live through all of it.
+``notebooks/two_ranks.ipynb`` trains in one process, makes a rank of a 2-rank
+``notebook_launcher`` job raise (the cell shows the rank's error), types a multi-device Trainer
+into a cell (refused in one line), then launches the 2 ranks again from the same kernel (each
+rank trains half the batches, the weights end equal) and checks that no rank is left over: the
+kernel must live through all of it. One notebook run per backend covers every check.
 """
 from __future__ import annotations
 
