@@ -28,9 +28,9 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional, Sequence
 
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
-from fastcore_train.parallel.launch import FAILURE_GRACE, WorkerGroup, _die_with_parent, check_output_choice
+from fastcore_train.parallel.launch import FAILURE_GRACE, WorkerGroup, check_output_choice
 from fastcore_train.parallel.launcher import MPI_INSTALL_HINT, MpirunReexec, find_mpirun
-from fastcore_train.parallel.rank_errors import FUNCTION_JOB_ENV, RankFailedError, read_failures
+from fastcore_train.parallel.rank_errors import FUNCTION_JOB_ENV, PARENT_ENV, RankFailedError, read_failures
 from fastcore_train.parallel.run_markers import RUN_MARKERS_ENV
 
 PAYLOAD = "payload.pkl"
@@ -70,6 +70,7 @@ def _worker_environment(folder: str, markers: Optional[str]) -> dict[str, str]:
         env.pop("MPLBACKEND")
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path for path in [os.getcwd(), *sys.path] if path))
     env[FUNCTION_JOB_ENV] = folder
+    env[PARENT_ENV] = str(os.getpid())
     if markers is not None:
         env[RUN_MARKERS_ENV] = markers
     return env
@@ -168,8 +169,9 @@ def run_on_ranks(function: Callable[..., Any], args: Sequence[Any], rank_variabl
         for rank, variables in enumerate(rank_variables):
             stdout, stderr = outputs.streams(rank)
             env = {**base, **variables, LAUNCHED_RANK_ENV: str(rank)}
-            process = subprocess.Popen([sys.executable, "-m", ENTRY, folder], env=env, stdout=stdout, stderr=stderr,
-                                       preexec_fn=_die_with_parent)
+            # No preexec_fn: Python code between fork and exec can deadlock in a threaded process (a
+            # notebook's kernel); the rank asks to die with this process itself (run_function).
+            process = subprocess.Popen([sys.executable, "-m", ENTRY, folder], env=env, stdout=stdout, stderr=stderr)
             processes.append(process)
             outputs.follow(rank, process)
         group = WorkerGroup(processes, list(range(len(processes))), markers, exit_on_failure=False)
@@ -207,8 +209,7 @@ def run_under_mpirun(function: Callable[..., Any], args: Sequence[Any], world_si
         write_payload(folder, function, args, backend_module, output_from_new_proc)
         env = {**MpirunReexec(world_size).environment(), **_worker_environment(folder, None)}
         command = [mpirun, "-np", str(world_size), sys.executable, "-m", ENTRY, folder]
-        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                   preexec_fn=_die_with_parent)
+        process = subprocess.Popen(command, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
         outputs.follow(0, process)
         returncode = process.wait()
         outputs.close()

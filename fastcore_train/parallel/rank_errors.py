@@ -16,6 +16,8 @@ from typing import Optional
 
 #: Names the folder of a function job (payload, result, the ranks' error records).
 FUNCTION_JOB_ENV = "FASTCORE_TRAIN_FUNCTION_JOB"
+#: The pid of the process that started the ranks (each rank dies with it: no rank outlives a dead kernel).
+PARENT_ENV = "FASTCORE_TRAIN_FUNCTION_JOB_PARENT"
 
 
 class RankFailedError(RuntimeError):

@@ -14,8 +14,8 @@ import traceback
 from pathlib import Path
 
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV, MPIRUN
-from fastcore_train.parallel.launch import redirect_own_output
-from fastcore_train.parallel.rank_errors import record_failure
+from fastcore_train.parallel.launch import _die_with_parent, redirect_own_output
+from fastcore_train.parallel.rank_errors import PARENT_ENV, record_failure
 
 
 def this_rank() -> int:
@@ -36,7 +36,19 @@ def _fail(rank: int, exception: BaseException) -> None:
     os._exit(1)  # at once: the other ranks may be waiting in a collective; the caller stops them
 
 
+def die_with_the_caller() -> None:
+    """A rank the caller started directly ends when the caller does (``PR_SET_PDEATHSIG``, asked
+    here rather than between fork and exec, which is unsafe in a threaded notebook kernel)."""
+    parent = os.environ.get(PARENT_ENV, "")
+    if os.environ.get(LAUNCHED_RANK_ENV) == "mpi" or not parent.isdigit():
+        return  # mpirun's ranks: mpirun ends them
+    _die_with_parent()
+    if os.getppid() != int(parent):  # the caller ended before the request took effect
+        os._exit(1)
+
+
 def main(folder: str) -> None:
+    die_with_the_caller()
     rank = this_rank()
     try:
         with open(Path(folder, "payload.pkl"), "rb") as payload:
