@@ -15,12 +15,13 @@ from typing import Optional
 def interactive_interpreter() -> Optional[str]:
     """What kind of interactive interpreter this process is ("a Jupyter kernel", "IPython", "the
     Python prompt", "a script read from standard input"), or None for a command that can be re-run."""
-    if "ipykernel" in sys.modules:
-        return "a Jupyter kernel"
+    # A running shell, not an imported module: jupyter_client imports ipykernel in any process
+    # that looks kernels up (a test running notebooks), which is no kernel itself.
     ipython = sys.modules.get("IPython")
     get_ipython = getattr(ipython, "get_ipython", None)
-    if get_ipython is not None and get_ipython() is not None:
-        return "IPython"
+    shell = get_ipython() if get_ipython is not None else None
+    if shell is not None:
+        return "a Jupyter kernel" if type(shell).__name__ == "ZMQInteractiveShell" else "IPython"
     if hasattr(sys, "ps1") or sys.flags.interactive:
         return "the Python prompt"
     if sys.argv[:1] in ([""], ["-"]) or not sys.argv:

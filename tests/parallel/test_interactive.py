@@ -24,12 +24,19 @@ TWO_RANKS = Placement(RankFacts(rank=0, local_rank=0, world_size=2, launcher="se
                       devices=["cpu", "cpu"])
 
 
-def test_a_script_is_not_interactive():
+class ZMQInteractiveShell:
+    """Named as ipykernel's shell, which ``get_ipython()`` returns in a Jupyter kernel."""
+
+
+def test_a_script_is_not_interactive(monkeypatch):
     assert interactive_interpreter() is None  # pytest: a command that can be re-run
+    monkeypatch.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel"))
+    assert interactive_interpreter() is None  # imported (jupyter_client does), but no kernel runs here
 
 
 @pytest.mark.parametrize("setup, kind", [
-    (lambda mp: mp.setitem(sys.modules, "ipykernel", types.ModuleType("ipykernel")), "a Jupyter kernel"),
+    (lambda mp: mp.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=ZMQInteractiveShell)),
+     "a Jupyter kernel"),
     (lambda mp: mp.setitem(sys.modules, "IPython", types.SimpleNamespace(get_ipython=lambda: object())), "IPython"),
     (lambda mp: mp.setattr(sys, "ps1", ">>> ", raising=False), "the Python prompt"),
 ])
