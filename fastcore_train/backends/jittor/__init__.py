@@ -50,10 +50,11 @@ def jittor_defaults(environ: Mapping[str, str], gpu_driver: Optional[bool] = Non
 def _rerun_command() -> Optional[list[str]]:
     """This process's command line, when running it again is safe (a script, ``-m`` or ``-c``;
     not an interactive interpreter or a notebook kernel)."""
+    from fastcore_train.parallel.interactive import interactive_interpreter
     from fastcore_train.parallel.launch import command_line
 
     original = getattr(sys, "orig_argv", None) or sys.argv
-    if len(original) < 2 or sys.flags.interactive or "ipykernel" in sys.modules or not sys.argv[0]:
+    if len(original) < 2 or interactive_interpreter() is not None:
         return None
     return command_line()
 

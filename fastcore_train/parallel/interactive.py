@@ -1,0 +1,39 @@
+"""Telling an interactive interpreter (a Jupyter kernel, IPython, the Python prompt) from a script.
+
+A self-launch re-runs this process's command line once per rank. That is right for
+``python train.py`` and wrong for an interpreter a person types into: a Jupyter kernel re-run as
+``python -m ipykernel_launcher -f kernel.json`` fights the kernel for its sockets and takes it
+down, and the Python prompt re-run waits for input. Those must start their ranks with
+:func:`fastcore_train.notebook_launcher` instead; nothing here imports a framework.
+"""
+from __future__ import annotations
+
+import sys
+from typing import Optional
+
+
+def interactive_interpreter() -> Optional[str]:
+    """What kind of interactive interpreter this process is ("a Jupyter kernel", "IPython", "the
+    Python prompt", "a script read from standard input"), or None for a command that can be re-run."""
+    # A running shell, not an imported module: jupyter_client imports ipykernel in any process
+    # that looks kernels up (a test running notebooks), which is no kernel itself.
+    ipython = sys.modules.get("IPython")
+    get_ipython = getattr(ipython, "get_ipython", None)
+    shell = get_ipython() if get_ipython is not None else None
+    if shell is not None:
+        return "a Jupyter kernel" if type(shell).__name__ == "ZMQInteractiveShell" else "IPython"
+    if hasattr(sys, "ps1") or sys.flags.interactive:
+        return "the Python prompt"
+    if sys.argv[:1] in ([""], ["-"]) or not sys.argv:
+        return "the Python prompt" if sys.argv[:1] != ["-"] else "a script read from standard input"
+    return None
+
+
+def refuse_self_launch(world_size: int) -> None:
+    """Raise a one-line error when this interpreter cannot be re-run as the other ranks."""
+    kind = interactive_interpreter()
+    if kind is not None:
+        raise RuntimeError(
+            f"device= asks for {world_size} ranks, but this process is {kind} and cannot be re-run as the other "
+            "ranks: put the training in a function and run it with fastcore_train.notebook_launcher(function, "
+            f"args, num_processes={world_size}) (device=None inside), or run a script.")
