@@ -35,13 +35,13 @@ def ray_session():
     ray.shutdown()
 
 
-def fit(backend_name: str, config: dict, storage: Path, num_workers: int = 2):
+def fit(backend_name: str, config: dict, storage: Path, num_workers: int = 2, loop=train_loop):
     from ray.train import RunConfig, ScalingConfig
     from ray.train.v2.api.data_parallel_trainer import DataParallelTrainer
 
     from fastcore_train.integrations.ray import RayBackendConfig
 
-    trainer = DataParallelTrainer(train_loop, train_loop_config={"backend": backend_name, **config},
+    trainer = DataParallelTrainer(loop, train_loop_config={"backend": backend_name, **config},
                                   backend_config=RayBackendConfig(backend_name),
                                   scaling_config=ScalingConfig(num_workers=num_workers),
                                   run_config=RunConfig(name="fastcore", storage_path=str(storage)))
@@ -82,3 +82,11 @@ def test_two_ray_workers_form_one_job(ray_session, backend_name, harness, tmp_pa
     reported = Path(result.checkpoint.path)
     assert sorted(str(p.relative_to(reported)) for p in reported.rglob("*") if p.is_file()) == written
 
+    if backend_name == "oneflow":
+        # oneflow imported at the top of the function's module: Ray loads it in another thread than
+        # the one it trains in, where oneflow has no scope. The error says to import it inside.
+        from tests.distributed.jobs.ray_oneflow_top import train_loop as imported_at_top
+
+        with pytest.raises(Exception) as raised:
+            fit("oneflow", {}, tmp_path / "ray-top", loop=imported_at_top)
+        assert "import oneflow inside the training function" in str(raised.value), str(raised.value)[-3000:]
