@@ -28,8 +28,7 @@ from fastcore_train.log import adopt_launched_rank
 
 ENGINE = "ray"
 #: What to do instead when a framework's ranks cannot be Ray's workers.
-_REMEDY = ("Under Ray, run it with ScalingConfig(num_workers=1) (one process), or start its ranks with its own "
-           "launcher outside Ray (see docs/ray.md).")
+_REMEDY = ("Start its ranks with its own launcher instead of Ray (see docs/ray.md and docs/multinode.md).")
 
 
 def _where() -> tuple[str, str]:
@@ -72,7 +71,7 @@ class _FastcoreBackend(Backend):
 class RayBackendConfig(BackendConfig):
     """A Ray Train ``BackendConfig`` for ``DataParallelTrainer``: its workers form one
     data-parallel job of the fastcore_train backend ``framework`` (``"torch"``, ``"paddle"``,
-    ``"oneflow"``; ``"jittor"`` with one worker only)."""
+    ``"oneflow"``; ``"jittor"`` is refused for more than one worker, see docs/ray.md)."""
 
     def __init__(self, framework: str) -> None:
         entry = get_backend(framework)
