@@ -53,6 +53,10 @@ def _adopt(variables: dict[str, str], rank_names: tuple[str, str]) -> None:
 class _FastcoreBackend(Backend):
     """Ray's hook into each worker group: writes the launcher variables before training starts."""
 
+    #: Every worker of a node sees all of the node's GPUs (as under a launcher), so that
+    #: ``device=None`` picks GPU ``LOCAL_RANK`` as it does there; Ray's torch backend does the same.
+    share_cuda_visible_devices: bool = True
+
     def on_start(self, worker_group: Any, backend_config: "RayBackendConfig") -> None:
         count = len(worker_group)
         if count < 2:
