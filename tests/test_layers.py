@@ -33,7 +33,7 @@ LAYERS: list[list[str]] = [
     ["controllers"],
     ["callbacks"],
     ["compat"],
-    ["cli"],
+    ["cli", "integrations"],
     ["demo"],
     ["__init__", "__main__"],
 ]
@@ -134,3 +134,10 @@ def test_a_moved_modules_old_path_still_imports_with_a_future_warning(old, new):
     with pytest.warns(FutureWarning, match=f"{old} moved to {new}"):
         module = importlib.import_module(old)
     assert module is importlib.import_module(new)
+
+
+def test_the_integrations_import_no_backend():
+    """Engines' integrations reach a backend only through the registry's table, never by import."""
+    found = [(path.name, target) for path in sorted((PACKAGE / "integrations").rglob("*.py"))
+             for _, target in imported_modules(path) if part_of(target).startswith("backends")]
+    assert found == []

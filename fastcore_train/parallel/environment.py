@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Iterable, Mapping, Optional
+from typing import Iterable, Mapping, Optional, Sequence
 
 #: Set in the environment of every rank fastcore_train starts itself; its value is the rank (or "mpi").
 LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
@@ -21,6 +21,8 @@ LAUNCHED_RANK_ENV = "FASTCORE_TRAIN_LAUNCHED_RANK"
 KUBERNETES_POD_ENV = "KUBERNETES_SERVICE_HOST"
 #: Set beside the launcher variables written from SLURM's (:mod:`fastcore_train.parallel.slurm`); its value is the rank.
 SLURM_EXPORTED_ENV = "FASTCORE_TRAIN_FROM_SLURM"
+#: Set beside the launcher variables an engine's integration wrote (:mod:`fastcore_train.integrations`); its value is the engine.
+INTEGRATION_ENV = "FASTCORE_TRAIN_INTEGRATION"
 
 
 @dataclass(frozen=True)
@@ -55,6 +57,8 @@ def _first_int(environ: Mapping[str, str], names: Iterable[str]) -> Optional[int
 def _launcher_name(environ: Mapping[str, str], name: str) -> str:
     if LAUNCHED_RANK_ENV in environ:
         return "self-launched"
+    if environ.get(INTEGRATION_ENV):
+        return environ[INTEGRATION_ENV]
     return "srun" if SLURM_EXPORTED_ENV in environ else name
 
 
@@ -78,6 +82,9 @@ class LaunchEnvironment:
     #: A variable holding ``host:port``, or one holding the host (then ``master_port`` the port).
     master_address: tuple[str, ...] = ()
     master_port: tuple[str, ...] = ()
+    #: Launchers that list every rank's ``host:port`` (paddle's): the list, and this rank's entry.
+    endpoints: tuple[str, ...] = ()
+    current_endpoint: tuple[str, ...] = ()
 
     def detect(self, environ: Optional[Mapping[str, str]] = None) -> Optional[RankFacts]:
         """This process's rank facts when this launcher started it, else None."""
@@ -114,6 +121,27 @@ class LaunchEnvironment:
         return variables
 
 
+    def variables_of(self, facts: RankFacts, local_world_size: int, hosts: Sequence[str] = ()) -> dict[str, str]:
+        """The variables this launcher would give the rank ``facts`` describes, on any number of
+        machines (``facts.master_address`` is ``host:port``; ``hosts`` each rank's host, for a
+        launcher that lists every rank's endpoint: there ``port + 1 + local rank``)."""
+        if facts.master_address is None:
+            raise ValueError(f"{self.name}'s variables need the master's host:port, got facts without one.")
+        host, port = facts.master_address.rsplit(":", 1)
+        variables = self.variables_for(facts.rank, facts.world_size, host, int(port))
+        for names, value in ((self.local_rank, facts.local_rank), (self.local_world_size, local_world_size),
+                             (self.node_rank, facts.node_rank)):
+            if names:
+                variables[names[0]] = str(value)
+        if self.endpoints and hosts:
+            slots = [sum(1 for earlier in hosts[:rank] if earlier == host_of) for rank, host_of in enumerate(hosts)]
+            listed = [f"{host_of}:{int(port) + 1 + slot}" for host_of, slot in zip(hosts, slots)]
+            variables[self.endpoints[0]] = ",".join(listed)
+            if self.current_endpoint:
+                variables[self.current_endpoint[0]] = listed[facts.rank]
+        return variables
+
+
 # The launchers of the built-in backends. torchrun and oneflow's launcher use the same variables;
 # ``import oneflow`` writes RANK=-1 into a plain process, which reads as "not launched".
 TORCHRUN = LaunchEnvironment(
@@ -126,7 +154,8 @@ ONEFLOW_LAUNCH = LaunchEnvironment(
 PADDLE_LAUNCH = LaunchEnvironment(
     "paddle.distributed.launch", rank=("PADDLE_TRAINER_ID", "PADDLE_GLOBAL_RANK"),
     world_size=("PADDLE_TRAINERS_NUM", "PADDLE_GLOBAL_SIZE"), local_rank=("PADDLE_LOCAL_RANK", "PADDLE_RANK_IN_NODE"),
-    local_world_size=("PADDLE_LOCAL_SIZE",), master_address=("PADDLE_MASTER",))
+    local_world_size=("PADDLE_LOCAL_SIZE",), master_address=("PADDLE_MASTER",),
+    endpoints=("PADDLE_TRAINER_ENDPOINTS",), current_endpoint=("PADDLE_CURRENT_ENDPOINT",))
 MPIRUN = LaunchEnvironment(
     "mpirun", rank=("OMPI_COMM_WORLD_RANK", "PMI_RANK"), world_size=("OMPI_COMM_WORLD_SIZE", "PMI_SIZE"),
     local_rank=("OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID"),

@@ -72,7 +72,10 @@ class OneflowDDPDriver(DataParallelCalls, OneflowSingleDriver):
             self._check_user_ddp_device()
         else:
             self._user_module.to(self._device)
-            self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
+            try:
+                self.model = DistributedDataParallel(_MethodDispatch(self._user_module), **self._ddp_kwargs)
+            except RuntimeError as error:
+                raise _explain_thread_scope(error) from error
             self.model.register_forward_hook(self._after_ddp_forward)
         self.precision.setup()
         self._reseeder = None
@@ -113,3 +116,19 @@ class OneflowDDPDriver(DataParallelCalls, OneflowSingleDriver):
                            "yourself; every accumulation step all-reduces.")
             return contextlib.nullcontext()
         return self._no_sync()
+
+
+# What oneflow 0.9 raises when a thread other than the one that imported it runs a collective.
+_NO_THREAD_SCOPE = "scope != nullptr"
+
+
+def _explain_thread_scope(error: RuntimeError) -> BaseException:
+    """A clearer error for oneflow's ``Check failed: scope != nullptr``: oneflow keeps its scope per
+    thread, set up in the thread that imported it. Any other error is returned as it is."""
+    if _NO_THREAD_SCOPE not in str(error):
+        return error
+    return RuntimeError(
+        f"oneflow failed in this thread ({error}): it was imported in another thread, and oneflow 0.9 sets up its "
+        "scope only in the thread that imports it. Ray Train runs the training function in a thread of its own "
+        "after loading it (and the modules it refers to) in another: import oneflow inside the training function, "
+        "not at the top of the script or module the function comes from (see docs/ray.md).")
