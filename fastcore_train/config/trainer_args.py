@@ -91,6 +91,8 @@ class TrainerArgs:
     torch_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the torch driver (see the torch backend page).")
     fairscale_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the fairscale driver.")
     torch_fsdp_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the torch_fsdp driver.")
+    torch_model_parallel_kwargs: Optional[dict[str, Any]] = _arg(
+        None, "Options of the torch_model_parallel driver (tp_size, tp_plan, state_dict_type, fully_shard_kwargs).")
     deepspeed_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the deepspeed driver (config: its JSON config).")
     paddle_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the paddle driver.")
     jittor_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the jittor driver.")

@@ -83,7 +83,7 @@ class Evaluator:
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
         self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
         split = options.get("use_dist_sampler")
-        if self.driver.comm.is_distributed() and (split is None or bool(split)):
+        if self.driver.comm.is_distributed() and (split is None or bool(split)) and not self.driver.ranks_share_batches:
             for name, dataloader in self.dataloaders.items():
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
         self.metrics = normalize_metrics(metrics)

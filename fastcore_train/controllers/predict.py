@@ -95,8 +95,10 @@ class Predictor:
             on_batch: Optional[Callable[[int], None]] = None) -> Any:
         driver = self.driver
         driver.data.check(dataloader, "the predict dataloader")
-        share = unrepeated_share(driver, dataloader)
-        if share is None:
+        share = None if driver.ranks_share_batches else unrepeated_share(driver, dataloader)
+        if share is None and driver.ranks_share_batches:
+            loader, indices = dataloader, None  # every rank of a tensor-parallel group predicts every batch
+        elif share is None:
             logger.warning("predict: this dataloader cannot take another sampler, so its own order is kept%s.",
                            " and every rank predicts all of it" if driver.comm.is_distributed() else "")
             loader, indices = dataloader, None
