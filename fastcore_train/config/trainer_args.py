@@ -39,8 +39,8 @@ class TrainerArgs:
     """The Trainer's arguments that are values, not objects (see the module docstring)."""
 
     # ---- what trains where
-    driver: str = _arg("auto", "Backend driver: torch, fairscale, torch_fsdp, deepspeed, paddle, jittor, oneflow, "
-                               "or auto (the model's framework).")
+    driver: str = _arg("auto", "Backend driver: torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, "
+                               "jittor, oneflow, or auto (the model's framework).")
     device: Union[int, str, list[Union[int, str]], None] = _arg("cpu", "Device: 'cpu', 'cuda:0', a GPU index, or a list ([0,1], [cpu,cpu]) for data "
                                  "parallel (self-launched unless a launcher started the ranks); None: do not move the model.")
     fp16: bool = _arg(False, "Mixed precision (autocast and a gradient scaler where the backend has one).")
