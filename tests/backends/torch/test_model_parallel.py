@@ -13,16 +13,18 @@ import pytest
 from fastcore_train.backends.torch import create_driver
 from fastcore_train.backends.torch.torch_model_parallel_driver import resolve_plan
 from fastcore_train.checkpoint import META_FILE
-from tests.backends.torch.scripts.model_parallel_job import (BATCH, MLP, SAVE_AT, STEPS, Block, Losses,
+from tests.backends.torch.scripts.model_parallel_job import (BATCH, MLP, SAVE_AT, STEPS, VARIANTS, Block, Losses,
                                                              build_trainer, full_weights, outputs, predictions,
                                                              run_job)
 
 
-def single_process(model_name, resume_from=None):
+def single_process(model_name, resume_from=None, **variant):
     """Losses, full weights, evaluation results and predictions of the run on one process (driver="torch")."""
     losses = Losses()
-    trainer = build_trainer(model_name, "torch", "cpu", BATCH, [losses])
+    trainer = build_trainer(model_name, "torch", "cpu", BATCH, [losses], **variant)
     trainer.run(num_eval_sanity_batch=0, resume_from=resume_from)
+    if variant:  # (the variants are compared by losses and weights)
+        return {"losses": losses.losses, "weights": full_weights(trainer)}
     return {"losses": losses.losses, "weights": full_weights(trainer), "results": trainer.evaluator.run(),
             "predictions": predictions(trainer)}
 
@@ -57,6 +59,22 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
                 assert_weights_equal(rank[case]["weights"], expected["weights"])
                 assert rank[case]["results"] == pytest.approx(expected["results"]) and expected["results"]
                 np.testing.assert_allclose(rank[case]["predictions"], expected["predictions"], atol=1e-5)
+
+    for name, variant in VARIANTS.items():
+        variant = {key: value for key, value in variant.items() if key not in ("tp_size", "accumulation_steps")}
+        expected = single_process("mlp", **variant)
+        dp_size = 2 // VARIANTS[name]["tp_size"]
+        micro = np.array([rank[name]["losses"] for rank in ranks]).reshape(2, STEPS, -1)  # rank, step, micro-batch
+        per_step = micro.mean(axis=(0, 2)) if dp_size == 2 else micro[0].mean(axis=1)
+        if "fp16" in variant:  # bfloat16 autocast: another summation order; AdamW then takes the weights apart
+            np.testing.assert_allclose(per_step, expected["losses"], rtol=0, atol=2e-2, err_msg=name)
+            continue
+        np.testing.assert_allclose(per_step, expected["losses"], rtol=0, atol=1e-5, err_msg=name)
+        for rank in ranks:
+            assert_weights_equal(rank[name]["weights"], expected["weights"])
+        if "clip" in variant:
+            unclipped = single_process("mlp", clip={"clip_value": 1e9})["weights"]["fc1.weight"]
+            assert not np.allclose(unclipped, expected["weights"]["fc1.weight"], atol=1e-3), f"{name}: clipping did nothing"
 
     # (dp=1, tp=2) checkpoint at step SAVE_AT: DCP folders inside our layout, with their checksums
     folder = tmp_path / "checkpoint"

@@ -22,9 +22,14 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, Trainer  # noqa: E402
+from fastcore_train import Accuracy, Callback, GradClipCallback, Trainer  # noqa: E402
 
 STEPS, BATCH, SAVE_AT = 50, 8, 20
+#: clipping (by norm and by value) and accumulation on both meshes, and bfloat16 autocast
+VARIANTS = {"clip_norm_tp2": dict(tp_size=2, clip={"clip_value": 0.05}, accumulation_steps=2),
+            "clip_norm_tp1": dict(tp_size=1, clip={"clip_value": 0.05}, accumulation_steps=2),
+            "clip_value_tp2": dict(tp_size=2, clip={"clip_value": 0.002, "clip_type": "value"}),
+            "bf16_tp2": dict(tp_size=2, fp16=True)}
 DIM, HEADS, SEQ, CLASSES = 16, 4, 6, 4
 PLANS = {
     "mlp": {"fc1": "colwise", "fc2": "rowwise"},
@@ -115,13 +120,17 @@ class Losses(Callback):
             trainer.stop_training()
 
 
-def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=None):
-    """A Trainer of ``model_name`` (seeded weights, AdamW) over ``STEPS`` steps of the global batch
-    ``BATCH`` (each rank of a dp=2 job reads ``batch_size = BATCH / 2``)."""
+def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=None, clip=None, **kwargs):
+    """A Trainer of ``model_name`` (seeded weights; AdamW, or SGD with ``clip``: GradClipCallback's
+    arguments) over ``STEPS`` steps of the global batch ``BATCH`` (each rank of a dp=2 job reads
+    ``batch_size = BATCH / 2``, or half that accumulating 2 batches)."""
     torch.manual_seed(0)
     model = MODELS[model_name]()
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    kwargs = {}
+    if clip is None:
+        optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    else:
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
+        callbacks = [*callbacks, GradClipCallback(**clip)]
     if tp_size is not None:
         kwargs["torch_model_parallel_kwargs"] = {"tp_size": tp_size, "tp_plan": PLANS[model_name]}
     loader = DataLoader(Samples(STEPS * BATCH // 2, seed=1), batch_size=batch_size, shuffle=True)
@@ -156,6 +165,12 @@ def main(config):
                 "losses": losses.losses, "weights": full_weights(trainer), "results": trainer.evaluator.run(),
                 "predictions": predictions(trainer), "dp": trainer.driver.data_shard(),
                 "driver": type(trainer.driver).__name__}
+    for name, variant in VARIANTS.items():
+        losses = Losses()
+        batch = BATCH * variant["tp_size"] // 2 // variant.get("accumulation_steps", 1)
+        trainer = build_trainer("mlp", "torch_model_parallel", ["cpu", "cpu"], batch, [losses], **variant)
+        trainer.run(num_eval_sanity_batch=0)
+        record[name] = {"losses": losses.losses, "weights": full_weights(trainer)}
     saving = Losses(stop_at=SAVE_AT, folder=out / "checkpoint")
     build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH, [saving], tp_size=2).run(num_eval_sanity_batch=0)
     resumed = build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH // 2, tp_size=1)
