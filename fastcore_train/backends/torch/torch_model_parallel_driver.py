@@ -130,7 +130,7 @@ class TorchModelParallelDriver(TorchFSDPDriver):
             raise ValueError(f"torch_model_parallel_kwargs['state_dict_type'] must be one of {STATE_DICT_TYPES}, "
                              f"got {self.state_dict_type!r}.")
         self.mesh: Optional[DeviceMesh] = None
-        self.io = TorchFSDPPersistence(self)
+        self.io = TorchModelParallelPersistence(self)
 
     # ------------------------------------------------------------------ data
     @property
@@ -239,6 +239,14 @@ class TorchModelParallelDriver(TorchFSDPDriver):
             for module in modules:
                 module.reshard()
                 module.set_reshard_after_forward(keep, recurse=False)
+
+
+class TorchModelParallelPersistence(TorchFSDPPersistence):
+    """FSDP's checkpoints through ``torch.distributed.checkpoint``; the user's model keeps its
+    modules (with DTensor parameters of their full shapes), so its layout is recorded and the
+    converter reads the sharded folders (:mod:`fastcore_train.backends.torch.neutral_weights`)."""
+
+    converter_reads_sharded_files = True
 
 
 def create_driver(model: torch.nn.Module, device: Any, fp16: bool,

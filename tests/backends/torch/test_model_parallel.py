@@ -5,6 +5,7 @@ the single-process references are computed here. The argument checks run in-proc
 """
 from __future__ import annotations
 
+import importlib.util
 import json
 
 import numpy as np
@@ -13,6 +14,7 @@ import pytest
 from fastcore_train.backends.torch import create_driver
 from fastcore_train.backends.torch.torch_model_parallel_driver import resolve_plan
 from fastcore_train.checkpoint import META_FILE
+from fastcore_train.convert import convert_checkpoint, load_neutral_weights
 from tests.backends.torch.scripts.model_parallel_job import (BATCH, MLP, SAVE_AT, STEPS, VARIANTS, Block, Losses,
                                                              build_trainer, full_weights, outputs, predictions,
                                                              run_job)
@@ -89,6 +91,19 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
     resumed = single_process("block", resume_from=folder)  # resumed on one process, driver="torch"
     assert len(resumed["losses"]) == STEPS - SAVE_AT
     assert_weights_equal(resumed["weights"], uninterrupted)
+    assert_converts(folder, tmp_path)
+
+
+def assert_converts(folder, tmp_path):
+    """The sharded checkpoint converts like any other: to neutral weights, and (with paddle) a whole checkpoint."""
+    loaded = build_trainer("block", "torch", "cpu", BATCH)
+    loaded.load_checkpoint(folder, resume_training=False)
+    model = Block()
+    load_neutral_weights(model, convert_checkpoint(folder, tmp_path / "block.safetensors", to="neutral"))
+    assert_weights_equal({k: v.tolist() for k, v in model.state_dict().items()}, full_weights(loaded), atol=0)
+    if importlib.util.find_spec("paddle") is not None:  # optimizer state too (AdamW's moments, by index)
+        converted = convert_checkpoint(folder, tmp_path / "paddle", to="paddle")
+        assert json.loads((converted / META_FILE).read_text())["optimizers"] == ["paddle.optimizer.adamw.AdamW"]
 
 
 def test_plan_names_and_styles_are_checked():
