@@ -43,7 +43,19 @@ STYLES: dict[str, Callable[[], ParallelStyle]] = {
     "colwise_rep": lambda: ColwiseParallel(output_layouts=Replicate()),
     "rowwise_rep": lambda: RowwiseParallel(input_layouts=Replicate()),
 }
-OPTIONS = ("tp_size", "tp_plan", "state_dict_type", "fully_shard_kwargs")
+OPTIONS = ("tp_size", "tp_plan", "state_dict_type", "fully_shard_kwargs", "fsdp_layers")
+LayerChoice = Union[list[str], tuple[str, ...], Callable[[str, torch.nn.Module], bool], None]
+
+
+def chosen_layers(model: torch.nn.Module, choice: LayerChoice) -> list[torch.nn.Module]:
+    """The submodules ``choice`` names: class names, or a predicate ``(name, module) -> bool``."""
+    if choice is None:
+        return []
+    if callable(choice):
+        return [module for name, module in model.named_modules() if name and choice(name, module)]
+    if isinstance(choice, (list, tuple)) and all(isinstance(name, str) for name in choice):
+        return [module for name, module in model.named_modules() if name and type(module).__name__ in choice]
+    raise TypeError(f"fsdp_layers must be a list of class names or a function (name, module) -> bool, got {choice!r}.")
 
 
 def hf_tp_plan(model: torch.nn.Module) -> Optional[dict[str, str]]:
@@ -100,8 +112,10 @@ class TorchModelParallelDriver(TorchFSDPDriver):
     world size; default all of them), ``tp_plan`` (module names -> ``"colwise"``, ``"rowwise"``,
     ``"sequence"`` or a DTensor ``ParallelStyle``; ``"auto"``: the model's Hugging Face ``tp_plan``;
     or a function ``(model, mesh)`` that parallelizes the model itself on the 2-D mesh, FSDP
-    included), ``state_dict_type`` (``"sharded"``, the default, or ``"full"``) and
-    ``fully_shard_kwargs`` (for ``fully_shard``: ``mp_policy``, ``reshard_after_forward``...).
+    included), ``state_dict_type`` (``"sharded"``, the default, or ``"full"``),
+    ``fully_shard_kwargs`` (for ``fully_shard``: ``mp_policy``, ``reshard_after_forward``...) and
+    ``fsdp_layers`` (class names, or a predicate ``(name, module)``: layers that FSDP2 shards as
+    units of their own, so that only one is gathered at a time; the rest is one unit).
     """
 
     wrapper_name = "fully_shard"
@@ -120,6 +134,8 @@ class TorchModelParallelDriver(TorchFSDPDriver):
         self.dp_size = world.world_size // self.tp_size
         self.tp_plan: Plan = options.get("tp_plan", "auto")
         self._fully_shard_kwargs = dict(options.get("fully_shard_kwargs") or {})
+        self._fsdp_layers: LayerChoice = options.get("fsdp_layers")
+        chosen_layers(model, self._fsdp_layers)  # a malformed choice is an error before any process starts
         if "mesh" in self._fully_shard_kwargs:
             raise ValueError("fully_shard_kwargs must not set mesh: the driver shards over the mesh's dp dimension.")
         if self.tp_size > 1 and not callable(self.tp_plan):
@@ -153,7 +169,9 @@ class TorchModelParallelDriver(TorchFSDPDriver):
         else:
             if self.tp_size > 1:
                 parallelize_module(self._user_module, self.mesh["tp"], resolve_plan(self._user_module, self.tp_plan))
-            if self.dp_size > 1:
+            if self.dp_size > 1:  # each chosen layer its own unit (gathered only while it runs), then the rest
+                for layer in chosen_layers(self._user_module, self._fsdp_layers):
+                    fully_shard(layer, mesh=self.mesh["dp"], **self._fully_shard_kwargs)
                 fully_shard(dispatch, mesh=self.mesh["dp"], **self._fully_shard_kwargs)
         self._point_optimizers_at(names)
         self._check_optimizers(dispatch)

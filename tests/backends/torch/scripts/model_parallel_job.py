@@ -132,7 +132,8 @@ def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=
         optimizer = torch.optim.SGD(model.parameters(), lr=0.5, momentum=0.9)
         callbacks = [*callbacks, GradClipCallback(**clip)]
     if tp_size is not None:
-        kwargs["torch_model_parallel_kwargs"] = {"tp_size": tp_size, "tp_plan": PLANS[model_name]}
+        kwargs["torch_model_parallel_kwargs"] = {"tp_size": tp_size, "tp_plan": PLANS[model_name],
+                                               "fsdp_layers": ["Linear"]}  # (FSDP2 units: dp > 1 only)
     loader = DataLoader(Samples(STEPS * BATCH // 2, seed=1), batch_size=batch_size, shuffle=True)
     dev = DataLoader(Samples(13, seed=2), batch_size=3)
     return Trainer(model, loader, optimizer, driver=driver, device=device, n_epochs=2, progress_bar=None,
