@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any, Optional
 
 import torch
-from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
 
 from fastcore_train.backends.torch.persistence import TorchPersistence, check_dcp_metadata, load_file
 from fastcore_train.convert.layout import (TORCH_STYLE_OPTIMIZERS, detached_numpy, torch_style_layer_kind,
@@ -41,6 +40,8 @@ def load(path: Path) -> Any:
 
 def read_sharded_folder(folder: Path) -> dict[str, Any]:
     """A DCP folder's full state dict, in this process (its metadata checked before DCP unpickles it)."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
     check_dcp_metadata(folder)
     with tempfile.TemporaryDirectory() as staging:
         dcp_to_torch_save(folder, Path(staging) / "full.pt")

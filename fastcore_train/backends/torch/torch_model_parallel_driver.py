@@ -23,10 +23,15 @@ from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 import torch
 import torch.distributed as dist
 from torch.distributed.device_mesh import DeviceMesh, init_device_mesh
-from torch.distributed.fsdp import FSDPModule, fully_shard
-from torch.distributed.tensor import DTensor, Replicate
-from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, RowwiseParallel, SequenceParallel,
-                                               parallelize_module)
+
+try:  # public since torch 2.6
+    from torch.distributed.fsdp import FSDPModule, fully_shard
+    from torch.distributed.tensor import DTensor, Replicate
+    from torch.distributed.tensor.parallel import (ColwiseParallel, ParallelStyle, RowwiseParallel,
+                                                   SequenceParallel, parallelize_module)
+except ImportError as error:  # pragma: no cover - the tested torch has them
+    raise ImportError(f"driver='torch_model_parallel' needs torch >= 2.6 (FSDP2's fully_shard and DTensor); this is "
+                      f"torch {torch.__version__}. Upgrade torch.") from error
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.torch_fsdp_driver import STATE_DICT_TYPES, TorchFSDPDriver, TorchFSDPPersistence

@@ -125,6 +125,9 @@ def test_driver_arguments_are_checked():
                       torch_model_parallel_kwargs={"tp_size": 3, "tp_plan": {"fc1": "colwise"}})
     with pytest.raises(ValueError, match="does not take tp_degree"):
         create_driver("torch_model_parallel", model, device=["cpu", "cpu"], torch_model_parallel_kwargs={"tp_degree": 2})
+    with pytest.raises(TypeError, match="fsdp_layers must be a list of class names"):
+        create_driver("torch_model_parallel", model, device=["cpu", "cpu"],
+                      torch_model_parallel_kwargs={"tp_size": 1, "fsdp_layers": 3})
     driver = create_driver("torch_model_parallel", model, device=["cpu", "cpu"],
                            torch_model_parallel_kwargs={"tp_plan": {"fc1": "colwise", "fc2": "rowwise"}})
     assert (driver.tp_size, driver.dp_size, driver.state_dict_type) == (2, 1, "sharded")
