@@ -133,13 +133,10 @@ class Driver(ABC):
             self.model.eval()
 
     # ------------------------------------------------------------------ data
-    #: True when several ranks compute on the same batches (tensor parallel): evaluation and
-    #: prediction then run the whole dataloader on every rank instead of a share each.
-    ranks_share_batches: bool = False
-
     def data_shard(self) -> tuple[int, int]:
-        """``(number of data shards, this rank's shard)`` for the training sampler: the world size
-        and rank, unless ranks share batches (then the data-parallel size and rank)."""
+        """``(number of data shards, this rank's shard)`` for the samplers: the world size and rank,
+        unless several ranks compute on the same batches (tensor parallel: the data-parallel size
+        and rank); evaluation and prediction then run the whole dataloader on every rank."""
         return self.comm.world_size, self.comm.rank
 
     @abstractmethod

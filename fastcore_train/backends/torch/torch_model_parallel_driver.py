@@ -154,10 +154,6 @@ class TorchModelParallelDriver(TorchFSDPDriver):
         self.io = TorchModelParallelPersistence(self)
 
     # ------------------------------------------------------------------ data
-    @property
-    def ranks_share_batches(self) -> bool:
-        return self.tp_size > 1
-
     def data_shard(self) -> tuple[int, int]:
         """``(dp_size, dp_rank)``: the ranks of a tensor-parallel group read the same batches."""
         return self.dp_size, self.comm.rank // self.tp_size
