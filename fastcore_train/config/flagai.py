@@ -2,7 +2,9 @@
 
 A FlagAI user keeps their words: ``from_flagai(env_type="pytorchDDP", epochs=3, num_gpus=2, ...)``
 gives the TrainerArgs meaning the same run (``pytorchDDP``: the torch driver, data parallel over
-``num_gpus`` devices; ``deepspeed``: the DeepSpeed driver with ``deepspeed_config``). Names that
+``num_gpus`` devices; ``deepspeed``: the DeepSpeed driver with ``deepspeed_config``;
+``deepspeed+mpu``: tensor parallel over ``model_parallel_size`` ranks, with the driver
+``torch_model_parallel``). Names that
 set up something other than the Trainer (batch size, learning rate, checkpoints) are an error
 that says where they go here, so nothing is silently dropped.
 """
@@ -11,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from fastcore_train.config.trainer_args import TrainerArgs
+from fastcore_train.log import logger
 
 #: FlagAI name -> TrainerArgs field it sets.
 RENAMED = {"epochs": "n_epochs", "gradient_accumulation_steps": "accumulation_steps", "fp16": "fp16",
@@ -35,21 +38,27 @@ ELSEWHERE = {
     "num_nodes": "the launcher (torchrun --nnodes)", "hostfile": "the launcher (deepspeed --hostfile)",
     "training_script": "the launcher's command line", "not_call_launch": "nothing: ranks self-launch only when "
     "no launcher started them", "local_rank": "the launcher's LOCAL_RANK variable",
-    "model_parallel_size": "nothing: model parallelism (deepspeed+mpu) is not supported",
 }
-ENV_TYPES = ("pytorch", "pytorchDDP", "deepspeed")
+ENV_TYPES = ("pytorch", "pytorchDDP", "deepspeed", "deepspeed+mpu")
 
 
 def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None, num_gpus: int = 1,
-                deepspeed_config: Any = None, **names: Any) -> TrainerArgs:
+                deepspeed_config: Any = None, model_parallel_size: int = 1, **names: Any) -> TrainerArgs:
     """The :class:`TrainerArgs` of a FlagAI ``EnvTrainer`` set up with these arguments.
 
     ``pytorch_device`` left out means what FlagAI does: ``cpu`` for ``pytorch``, GPUs for the data
     parallel types; ``pytorch_device="cpu"`` with ``pytorchDDP`` runs ``num_gpus`` ranks on the CPU.
+    ``deepspeed+mpu`` gives ``driver="torch_model_parallel"`` with ``tp_size=model_parallel_size``
+    (the data-parallel rest, ``num_gpus / model_parallel_size``, sharded with FSDP2, which takes the
+    place of ``deepspeed_config``'s ZeRO); which layers to split is the model's: set
+    ``torch_model_parallel_kwargs["tp_plan"]`` unless it has a Hugging Face ``tp_plan``.
     """
     if env_type not in ENV_TYPES:
         raise ValueError(f"env_type {env_type!r} is not supported; FlagAI's {', '.join(ENV_TYPES)} are "
-                         "(model parallel 'deepspeed+mpu' and 'bmtrain' have no counterpart here).")
+                         "('bmtrain' has no counterpart here).")
+    if env_type != "deepspeed+mpu" and model_parallel_size != 1:
+        raise ValueError(f"model_parallel_size={model_parallel_size} splits layers across ranks, which FlagAI does with "
+                         "env_type='deepspeed+mpu'; pass that env_type (here: driver='torch_model_parallel').")
     unknown = sorted(set(names) - set(RENAMED) - set(ELSEWHERE))
     if unknown:
         raise ValueError(f"Unknown FlagAI argument(s) {unknown}; known: {sorted([*RENAMED, *ELSEWHERE])}.")
@@ -63,6 +72,16 @@ def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None,
     elif env_type == "pytorchDDP":
         devices = ["cpu"] * num_gpus if pytorch_device == "cpu" else list(range(num_gpus))
         values.update(driver="torch", device=devices)
+    elif env_type == "deepspeed+mpu":
+        if model_parallel_size < 1 or num_gpus % model_parallel_size:
+            raise ValueError(f"model_parallel_size={model_parallel_size} must divide num_gpus={num_gpus}.")
+        devices = ["cpu"] * num_gpus if pytorch_device == "cpu" else list(range(num_gpus))
+        values.update(driver="torch_model_parallel", device=devices,
+                      torch_model_parallel_kwargs={"tp_size": model_parallel_size})
+        if deepspeed_config is not None:
+            logger.warning("from_flagai(env_type='deepspeed+mpu'): deepspeed_config is not used; FSDP2 shards the "
+                           "data-parallel ranks instead of ZeRO. Set fp16, accumulation and clipping with the "
+                           "Trainer's own arguments.")
     else:
         devices = ["cpu"] * num_gpus if pytorch_device == "cpu" else list(range(num_gpus))
         values.update(driver="deepspeed", device=devices)

@@ -39,8 +39,8 @@ class TrainerArgs:
     """The Trainer's arguments that are values, not objects (see the module docstring)."""
 
     # ---- what trains where
-    driver: str = _arg("auto", "Backend driver: torch, fairscale, torch_fsdp, deepspeed, paddle, jittor, oneflow, "
-                               "or auto (the model's framework).")
+    driver: str = _arg("auto", "Backend driver: torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, "
+                               "jittor, oneflow, or auto (the model's framework).")
     device: Union[int, str, list[Union[int, str]], None] = _arg("cpu", "Device: 'cpu', 'cuda:0', a GPU index, or a list ([0,1], [cpu,cpu]) for data "
                                  "parallel (self-launched unless a launcher started the ranks); None: do not move the model.")
     fp16: bool = _arg(False, "Mixed precision (autocast and a gradient scaler where the backend has one).")
@@ -94,6 +94,8 @@ class TrainerArgs:
     torch_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the torch driver (see the torch backend page).")
     fairscale_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the fairscale driver.")
     torch_fsdp_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the torch_fsdp driver.")
+    torch_model_parallel_kwargs: Optional[dict[str, Any]] = _arg(
+        None, "Options of the torch_model_parallel driver (tp_size, tp_plan, state_dict_type, fully_shard_kwargs).")
     deepspeed_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the deepspeed driver (config: its JSON config).")
     paddle_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the paddle driver.")
     jittor_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the jittor driver.")

@@ -20,7 +20,7 @@ from fastcore_train.log import logger, set_rank
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.controllers.evaluator_metrics import EvaluatorMetric, normalize_metrics
 from fastcore_train.controllers.predict import Predictor
-from fastcore_train.samplers.adapt import make_unrepeated_dataloader
+from fastcore_train.samplers.adapt import make_unrepeated_dataloader, ranks_share_batches
 from fastcore_train.utils.param_call import apply_mapping
 
 EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
@@ -83,7 +83,7 @@ class Evaluator:
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
         self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
         split = options.get("use_dist_sampler")
-        if self.driver.comm.is_distributed() and (split is None or bool(split)):
+        if self.driver.comm.is_distributed() and (split is None or bool(split)) and not ranks_share_batches(self.driver):
             for name, dataloader in self.dataloaders.items():
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
         self.metrics = normalize_metrics(metrics)

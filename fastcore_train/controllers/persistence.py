@@ -115,6 +115,7 @@ class PersistenceMixin:
                        model_save_fn=model_save_fn, extra_json=extra_json, rank_state=self._rng_state_to_save(),
                        extra_meta={OPTIMIZERS_KEY: optimizer_classes(self._user_optimizers),
                                    LAYERS_KEY: None if self.driver.io.collective_save  # sharded: not converted
+                                   and not self.driver.io.converter_reads_sharded_files
                                    else layout_record(self.driver.unwrap_model())})
         if blocking:
             previous: list[Path] = []

@@ -19,7 +19,7 @@ import numpy as np
 from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.prediction_shards import PredictionShards, ShardWriter
 from fastcore_train.log import logger
-from fastcore_train.samplers.adapt import unrepeated_share
+from fastcore_train.samplers.adapt import ranks_share_batches, unrepeated_share
 from fastcore_train.utils.param_call import apply_mapping
 
 _FALLBACK_FNS = ("predict_step", "evaluate_step")
@@ -95,8 +95,11 @@ class Predictor:
             on_batch: Optional[Callable[[int], None]] = None) -> Any:
         driver = self.driver
         driver.data.check(dataloader, "the predict dataloader")
-        share = unrepeated_share(driver, dataloader)
-        if share is None:
+        shared = ranks_share_batches(driver)
+        share = None if shared else unrepeated_share(driver, dataloader)
+        if shared:
+            loader, indices = dataloader, None  # every rank of a tensor-parallel group predicts every batch
+        elif share is None:
             logger.warning("predict: this dataloader cannot take another sampler, so its own order is kept%s.",
                            " and every rank predicts all of it" if driver.comm.is_distributed() else "")
             loader, indices = dataloader, None

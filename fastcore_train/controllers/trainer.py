@@ -135,10 +135,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
             evaluate_dataloaders = self.dataloader if metrics else evaluate_dataloaders
         else:
             distribute = self.driver.comm.is_distributed() and self.use_dist_sampler
+            shards, shard = self.driver.data_shard() if distribute else (1, 0)
             self.dataloader = make_reproducible_dataloader(
-                self.driver, train_dataloader, seed=options.get("sampler_seed", 0),
-                num_replicas=self.driver.comm.world_size if distribute else 1,
-                rank=self.driver.comm.rank if distribute else 0)
+                self.driver, train_dataloader, seed=options.get("sampler_seed", 0), num_replicas=shards, rank=shard)
 
         fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step", for_training=True)
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)

@@ -132,6 +132,13 @@ class Driver(ABC):
         else:
             self.model.eval()
 
+    # ------------------------------------------------------------------ data
+    def data_shard(self) -> tuple[int, int]:
+        """``(number of data shards, this rank's shard)`` for the samplers: the world size and rank,
+        unless several ranks compute on the same batches (tensor parallel: the data-parallel size
+        and rank); evaluation and prediction then run the whole dataloader on every rank."""
+        return self.comm.world_size, self.comm.rank
+
     @abstractmethod
     def evaluate_context(self) -> ContextManager[Any]:
         """A context in which no gradient is recorded."""

@@ -70,6 +70,10 @@ class Persistence(ABC):
     #: True when saving is a collective operation (sharded models): the controller then calls
     #: ``save_model``/``save_training_state`` on every rank and this object decides who writes.
     collective_save: bool = False
+    #: True when, although saving is collective, the checkpoint converter reads the files written
+    #: (torch's ``torch.distributed.checkpoint`` folders): the checkpoint then records the model's
+    #: layer layout, which conversion needs.
+    converter_reads_sharded_files: bool = False
     #: True when the framework saves to a binary file object as well as to a path (``torch.save``):
     #: checkpoint files are then hashed while written, with no read-back.
     saves_to_file_objects: bool = False

@@ -259,8 +259,9 @@ def driver_kwargs_for(entry: BackendEntry, kwargs: dict[str, Any]) -> dict[str, 
 
 register_backend(BackendEntry(
     name="torch", framework_module="torch", module="fastcore_train.backends.torch",
-    driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed"), install_hint='pip install "fastcore-train[torch]"',
-    owned_kwargs=("torch_kwargs", "fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs"),
+    driver_names=("torch", "fairscale", "torch_fsdp", "deepspeed", "torch_model_parallel"),
+    install_hint='pip install "fastcore-train[torch]"',
+    owned_kwargs=("torch_kwargs", "fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs", "torch_model_parallel_kwargs"),
     launch_environment=TORCHRUN, metric_modules=("torchmetrics",),
 ))
 register_backend(BackendEntry(

@@ -93,6 +93,12 @@ class BatchedIndices:
         return full + (1 if rest and not self.drop_last else 0)
 
 
+def ranks_share_batches(driver: Any) -> bool:
+    """Whether several ranks compute on the same batches (:meth:`Driver.data_shard` has fewer
+    shards than ranks): then every rank evaluates and predicts the whole dataloader."""
+    return driver.data_shard()[0] != driver.comm.world_size
+
+
 def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]:
     """This rank's disjoint share of an evaluation dataloader (no sample padded or repeated).
 

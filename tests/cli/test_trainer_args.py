@@ -52,6 +52,8 @@ def test_the_docs_table_is_generated_from_the_fields():
     ("pytorchDDP", {"num_gpus": 2}, "torch", [0, 1]),
     ("pytorchDDP", {"num_gpus": 2, "pytorch_device": "cpu"}, "torch", ["cpu", "cpu"]),
     ("deepspeed", {"num_gpus": 2, "deepspeed_config": "ds.json"}, "deepspeed", [0, 1]),
+    ("deepspeed+mpu", {"num_gpus": 4, "model_parallel_size": 2, "deepspeed_config": "ds.json"},
+     "torch_model_parallel", [0, 1, 2, 3]),
 ])
 def test_flagai_env_types_map_onto_drivers(env_type, kwargs, driver, device):
     args = from_flagai(env_type=env_type, epochs=4, gradient_accumulation_steps=2, eval_interval=100, **kwargs)
@@ -59,6 +61,8 @@ def test_flagai_env_types_map_onto_drivers(env_type, kwargs, driver, device):
     assert (args.n_epochs, args.accumulation_steps, args.evaluate_every) == (4, 2, 100)
     if env_type == "deepspeed":
         assert args.deepspeed_kwargs == {"config": "ds.json"}
+    if env_type == "deepspeed+mpu":  # Megatron-style tensor parallel: 2 groups of 2 ranks
+        assert args.torch_model_parallel_kwargs == {"tp_size": 2} and args.deepspeed_kwargs is None
 
 
 def test_flagai_names_that_belong_elsewhere_say_where():
@@ -68,6 +72,10 @@ def test_flagai_names_that_belong_elsewhere_say_where():
         from_flagai(env_type="bmtrain")
     with pytest.raises(ValueError, match="Unknown FlagAI argument"):
         from_flagai(epoch=3)
+    with pytest.raises(ValueError, match="env_type='deepspeed\\+mpu'"):
+        from_flagai(env_type="deepspeed", num_gpus=2, model_parallel_size=2)
+    with pytest.raises(ValueError, match="must divide num_gpus=3"):
+        from_flagai(env_type="deepspeed+mpu", num_gpus=3, model_parallel_size=2)
     assert from_flagai(tensorboard_dir="tb", log_interval=10).report_to == ["tensorboard"]
     assert from_flagai(checkpoint_activations=True).trainer_kwargs()["activation_checkpointing"] is True
 

@@ -12,7 +12,8 @@ from fastcore_train.drivers import Collectives, DataAdapter, Driver, Persistence
 BACKENDS = Path(__file__).resolve().parents[2] / "fastcore_train" / "backends"
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Modules only one backend has, for what only it has (torch's sharding drivers).
-OWN_MODULES = {"torch": {"fairscale_driver.py", "torch_fsdp_driver.py", "deepspeed_driver.py"}}
+OWN_MODULES = {"torch": {"fairscale_driver.py", "torch_fsdp_driver.py", "deepspeed_driver.py",
+                         "torch_model_parallel_driver.py", "sharded_state.py"}}
 
 
 def test_driver_keeps_at_most_25_public_members():

@@ -62,13 +62,14 @@ def data_parallel_placement(driver_name: str, model: torch.nn.Module, device: An
     return placement
 
 
-_SHARDING_KWARGS = ("fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs")
+_SHARDING_KWARGS = ("fairscale_kwargs", "torch_fsdp_kwargs", "deepspeed_kwargs", "torch_model_parallel_kwargs")
 
 
 def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool = False,
                   **kwargs: Any) -> TorchSingleDriver:
     """Single process for one device; DDP for a device list, a launcher's environment, or a
-    process group / DDP model the user set up. ``fairscale``, ``torch_fsdp`` and ``deepspeed``
+    process group / DDP model the user set up. ``fairscale``, ``torch_fsdp``, ``deepspeed`` and
+    ``torch_model_parallel``
     live in their own modules (``<name>_driver.create_driver``), imported only when named; each
     receives only its own ``<name>_kwargs``."""
     sharding_options = {key: kwargs.pop(key, None) for key in _SHARDING_KWARGS}

@@ -3,12 +3,13 @@ which standard layer, how torch names their tensors (the neutral names are torch
 reading and writing torch model and optimizer files as numpy arrays."""
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any, Optional
 
 import torch
 
-from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
+from fastcore_train.backends.torch.persistence import TorchPersistence, check_dcp_metadata, load_file
 from fastcore_train.convert.layout import (TORCH_STYLE_OPTIMIZERS, detached_numpy, torch_style_layer_kind,
                                           torch_style_layers, torch_style_specs)
 from fastcore_train.convert.optimizer_state import (NeutralOptimizer, converted_indexed_states,
@@ -30,7 +31,30 @@ layer_kind = torch_style_layer_kind(LAYERS)
 tensor_specs = torch_style_specs
 to_numpy = detached_numpy
 from_numpy = torch.from_numpy
-load = load_file
+
+
+def load(path: Path) -> Any:
+    """A model or training-state file, or a sharded (``torch.distributed.checkpoint``) folder read whole."""
+    return read_sharded_folder(Path(path)) if Path(path).is_dir() else load_file(path)
+
+
+def read_sharded_folder(folder: Path) -> dict[str, Any]:
+    """A DCP folder's full state dict, in this process (its metadata checked before DCP unpickles it)."""
+    from torch.distributed.checkpoint.format_utils import dcp_to_torch_save
+
+    check_dcp_metadata(folder)
+    with tempfile.TemporaryDirectory() as staging:
+        dcp_to_torch_save(folder, Path(staging) / "full.pt")
+        return load_file(Path(staging) / "full.pt")
+
+
+def _indexed(state: dict[str, Any]) -> dict[str, Any]:
+    """An optimizer state dict keyed by parameter name (DCP's) keyed by parameter index instead,
+    the order of its parameter groups (the optimizer's parameter order)."""
+    names = [name for group in state["param_groups"] for name in group["params"]]
+    index = {name: i for i, name in enumerate(names)}
+    groups = [{**group, "params": [index[name] for name in group["params"]]} for group in state["param_groups"]]
+    return {"state": {index[name]: value for name, value in state["state"].items()}, "param_groups": groups}
 
 
 def save(obj: Any, path: Path) -> None:
@@ -45,7 +69,12 @@ def _step(state: dict[str, Any]) -> Optional[int]:
 
 def read_optimizers(path: Path, classes: list[str]) -> list[NeutralOptimizer]:
     """The optimizers of a torch training-state file, by index of parameter."""
-    return read_indexed_states(load_file(path)["optimizers"], classes, OPTIMIZERS, SLOTS, to_numpy, _step)
+    if Path(path).is_dir():  # a sharded driver's folder: optimizer_<i> keyed by parameter name
+        state = read_sharded_folder(Path(path))
+        saved = [_indexed(state[f"optimizer_{i}"]) for i in range(len(state)) if f"optimizer_{i}" in state]
+    else:
+        saved = load_file(path)["optimizers"]
+    return read_indexed_states(saved, classes, OPTIMIZERS, SLOTS, to_numpy, _step)
 
 
 def _add_step(state: dict[Any, Any], optimizer: NeutralOptimizer) -> None:

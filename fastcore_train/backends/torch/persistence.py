@@ -102,7 +102,12 @@ class TorchPersistence(Persistence):
         torch.save(self.model_state() if only_state_dict else self.driver.unwrap_model(), path, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
-        """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files)."""
+        """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files).
+        A folder is a sharded (``torch.distributed.checkpoint``) one, resharded into this model."""
+        if Path(path).is_dir():
+            from fastcore_train.backends.torch.sharded_state import as_dispatched, load_model_folder
+            load_model_folder(as_dispatched(self.driver.unwrap_model()), Path(path))
+            return
         loaded = self.as_state_dict(load_file(path, map_location=self.driver.device, **kwargs), path, torch.nn.Module)
         self.driver.unwrap_model().load_state_dict(loaded)
 
@@ -125,6 +130,10 @@ class TorchPersistence(Persistence):
         return snapshot.freeze_buffers(self.driver.unwrap_model(), model_state, self._frozen_buffers)
 
     def load_training_state(self, path: Path) -> None:
+        if Path(path).is_dir():  # a sharded driver's optimizer state, resharded for this model
+            from fastcore_train.backends.torch.sharded_state import as_dispatched, load_training_state_folder
+            load_training_state_folder(self, as_dispatched(self.driver.unwrap_model()), Path(path))
+            return
         self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:

@@ -42,14 +42,15 @@ from torch.distributed.fsdp import FullyShardedDataParallel, ShardingStrategy
 from torch.distributed.fsdp.sharded_grad_scaler import ShardedGradScaler
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
-from fastcore_train.backends.torch.persistence import TorchPersistence, check_dcp_metadata, load_file
+from fastcore_train.backends.torch.persistence import TorchPersistence, load_file
+from fastcore_train.backends.torch.sharded_state import (load_model_folder, load_training_state_folder, prefixed,
+                                                         strip)
 from fastcore_train.drivers.persistence import HostSnapshot, PendingWrites
 from fastcore_train.drivers.precision import GRAD_SCALER_KEY
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.parallel.watchdog import framework_timeout
 
 STATE_DICT_TYPES = ("full", "sharded")
-_DISPATCH_PREFIX = "model."  # the user's module inside the driver's method-dispatching wrapper
 _HYBRID = (ShardingStrategy.HYBRID_SHARD, ShardingStrategy._HYBRID_SHARD_ZERO2)
 
 
@@ -162,7 +163,7 @@ class TorchFSDPPersistence(TorchPersistence):
 
     def model_state(self) -> dict[str, Any]:
         """The model's state dict with the user model's keys, full or sharded (collective)."""
-        return {_strip(key): value for key, value in
+        return {strip(key): value for key, value in
                 get_model_state_dict(self.driver.model, options=self._options(self._full)).items()}
 
     def training_state_object(self) -> dict[str, Any]:
@@ -240,52 +241,24 @@ class TorchFSDPPersistence(TorchPersistence):
         """Every rank loads; a folder is a sharded checkpoint, a file a full state dict."""
         path = Path(path)
         if path.is_dir():
-            state = {_strip(key): value for key, value in
-                     get_model_state_dict(self.driver.model, options=self._options(False)).items()}
-            check_dcp_metadata(path)
-            dcp.load(state, checkpoint_id=path)
-            set_model_state_dict(self.driver.model, _prefixed(state), options=self._options(False))
+            load_model_folder(self.driver.model, path)
             return
         state = load_file(path, map_location="cpu", **kwargs)
         if isinstance(state, torch.nn.Module):  # a whole model another driver pickled
             state = state.state_dict()
-        set_model_state_dict(self.driver.model, _prefixed(state), options=StateDictOptions(full_state_dict=True))
+        set_model_state_dict(self.driver.model, prefixed(state), options=StateDictOptions(full_state_dict=True))
 
     def load_training_state(self, path: Path) -> None:
         path = Path(path)
         if path.is_dir():
-            self.check_optimizer_count(_saved_optimizer_count(path))
-            state: dict[str, Any] = {f"optimizer_{i}": get_optimizer_state_dict(self.driver.model, optimizer,
-                                                                                options=self._options(False))
-                                     for i, optimizer in enumerate(self.driver.optimizers)}
-            scaler = self.driver.precision.state_dict()  # the layout dcp.load fills in
-            if scaler is not None:
-                state[GRAD_SCALER_KEY] = scaler
-            dcp.load(state, checkpoint_id=path)  # its .metadata checked by _saved_optimizer_count
-            options = self._options(False)
-            saved = [state[f"optimizer_{i}"] for i in range(len(self.driver.optimizers))]
-        else:
-            state = load_file(path, map_location="cpu")
-            self.check_optimizer_count(len(state["optimizers"]))
-            options, saved = StateDictOptions(full_state_dict=True), state["optimizers"]
-        for optimizer, optimizer_state in zip(self.driver.optimizers, saved):
-            set_optimizer_state_dict(self.driver.model, optimizer, optimizer_state, options=options)
+            load_training_state_folder(self, self.driver.model, path)
+            return
+        state = load_file(path, map_location="cpu")
+        self.check_optimizer_count(len(state["optimizers"]))
+        for optimizer, optimizer_state in zip(self.driver.optimizers, state["optimizers"]):
+            set_optimizer_state_dict(self.driver.model, optimizer, optimizer_state,
+                                     options=StateDictOptions(full_state_dict=True))
         self.driver.precision.load_state_dict(state.get(GRAD_SCALER_KEY))
-
-
-def _strip(key: str) -> str:
-    return key[len(_DISPATCH_PREFIX):] if key.startswith(_DISPATCH_PREFIX) else key
-
-
-def _prefixed(state: dict[str, Any]) -> dict[str, Any]:
-    return {_DISPATCH_PREFIX + key: value for key, value in state.items()}
-
-
-def _saved_optimizer_count(path: Path) -> int:
-    """How many optimizers a sharded training-state folder holds (from its metadata)."""
-    check_dcp_metadata(path)
-    keys = dcp.FileSystemReader(path).read_metadata().state_dict_metadata
-    return len({key.split(".", 1)[0] for key in keys if key.startswith("optimizer_")})
 
 
 def create_driver(model: torch.nn.Module, device: Any, fp16: bool, torch_fsdp_kwargs: Optional[dict[str, Any]],
