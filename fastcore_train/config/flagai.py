@@ -4,10 +4,13 @@ A FlagAI user keeps their words: ``from_flagai(env_type="pytorchDDP", epochs=3, 
 gives the TrainerArgs meaning the same run (``pytorchDDP``: the torch driver, data parallel over
 ``num_gpus`` devices; ``deepspeed``: the DeepSpeed driver with ``deepspeed_config``). Names that
 set up something other than the Trainer (batch size, learning rate, checkpoints) are an error
-that says where they go here, so nothing is silently dropped.
+that says where they go here, so nothing is silently dropped. ``checkpoint_activations=True`` sets
+``activation_checkpointing``; ``tensorboard`` (EnvArgs' flag) turns the TensorBoard log on or off.
+:mod:`fastcore_train.config.flagai_env_args` reads FlagAI's command line (``EnvArgs``).
 """
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, Optional
 
 from fastcore_train.config.trainer_args import TrainerArgs
@@ -35,6 +38,9 @@ ELSEWHERE = {
     "training_script": "the launcher's command line", "not_call_launch": "nothing: ranks self-launch only when "
     "no launcher started them", "local_rank": "the launcher's LOCAL_RANK variable",
     "model_parallel_size": "nothing: model parallelism (deepspeed+mpu) is not supported",
+    "num_checkpoints": "nothing: in FlagAI it is DeepSpeed's count of activation checkpoints for deepspeed+mpu "
+    "(deepspeed.checkpointing.configure), not a number of saved checkpoints; FlagAI keeps every saved one, as "
+    "CheckpointCallback(every_n_batches=...) does (topk=k keeps the k best)",
 }
 ENV_TYPES = ("pytorch", "pytorchDDP", "deepspeed")
 
@@ -49,6 +55,8 @@ def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None,
     if env_type not in ENV_TYPES:
         raise ValueError(f"env_type {env_type!r} is not supported; FlagAI's {', '.join(ENV_TYPES)} are "
                          "(model parallel 'deepspeed+mpu' and 'bmtrain' have no counterpart here).")
+    tensorboard = names.pop("tensorboard", None)
+    activation_checkpointing = names.pop("checkpoint_activations", False)
     unknown = sorted(set(names) - set(RENAMED) - set(ELSEWHERE))
     if unknown:
         raise ValueError(f"Unknown FlagAI argument(s) {unknown}; known: {sorted([*RENAMED, *ELSEWHERE])}.")
@@ -67,6 +75,18 @@ def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None,
         values.update(driver="deepspeed", device=devices)
         if deepspeed_config is not None:
             values["deepspeed_kwargs"] = {"config": deepspeed_config}
-    if "report_dir" in values or "report_every_n_batches" in values:
+    if tensorboard is not None:  # EnvArgs' --tensorboard flag
+        values["report_to"] = ["tensorboard"] if tensorboard else []
+    elif "report_dir" in values or "report_every_n_batches" in values:
         values.setdefault("report_to", ["tensorboard"])  # FlagAI writes TensorBoard logs
+    if activation_checkpointing:
+        values[_activation_checkpointing_field()] = True
     return TrainerArgs(**values)
+
+
+def _activation_checkpointing_field() -> str:
+    """The TrainerArgs field FlagAI's ``checkpoint_activations`` sets, where this version has it."""
+    if "activation_checkpointing" not in {item.name for item in dataclasses.fields(TrainerArgs)}:
+        raise ValueError("checkpoint_activations=True: activation checkpointing is not available in this version of "
+                         "fastcore_train; drop the flag (or set it to False) to train without it.")
+    return "activation_checkpointing"

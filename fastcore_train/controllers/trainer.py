@@ -115,13 +115,15 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
 
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
-        listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
+        # None: a driver that builds its own optimizer (DeepSpeed's config section) accepted it
+        listed = [] if optimizers is None else optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
         self._user_optimizers = list(listed)
         # before set-up: the user's own objects
-        problem = model_without_parameters(model) or optimizers_miss_the_model(model, listed)
+        problem = model_without_parameters(model) or (optimizers_miss_the_model(model, listed) if listed else None)
         if problem is not None:
             raise ValueError(problem)
         self.driver.ensure_setup()
+        self._user_optimizers = self._user_optimizers or list(self.driver.optimizers)
         log.set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         if options.get("log_file") is not None:
             log.add_log_file(options["log_file"])
