@@ -47,6 +47,7 @@ def main():
         "optimizer": type(driver.engine.basic_optimizer).__name__,
         "summary_params": summarize(driver.unwrap_model()).total_params,
         "param_dtype": str(next(driver.unwrap_model().parameters()).dtype),
+        "placeholders": sum(p.numel() == 0 for p in driver.unwrap_model().parameters()),
         "losses": losses.values, "weights": weights}))
 
 
