@@ -119,11 +119,13 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         listed = [] if optimizers is None else optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
         self._user_optimizers = list(listed)
         # before set-up: the user's own objects
-        problem = model_without_parameters(model) or (optimizers_miss_the_model(model, listed) if listed else None)
+        problem = model_without_parameters(model) or (
+            None if optimizers is None else optimizers_miss_the_model(model, listed))
         if problem is not None:
             raise ValueError(problem)
         self.driver.ensure_setup()
-        self._user_optimizers = self._user_optimizers or list(self.driver.optimizers)
+        if optimizers is None:  # record what the driver built
+            self._user_optimizers = list(self.driver.optimizers)
         log.set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         if options.get("log_file") is not None:
             log.add_log_file(options["log_file"])
