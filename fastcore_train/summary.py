@@ -8,7 +8,7 @@ and imports nothing else. The Trainer logs it (rank 0) when ``run()`` starts, un
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable, Optional
 
 from fastcore_train.drivers.registry import backend_part
 
@@ -71,10 +71,13 @@ def named_children(module: Any) -> list[tuple[str, Any]]:
     return list(module.named_children())
 
 
-def torch_style_parameter_facts(module: Any) -> list[tuple[int, int, bool, int]]:
+def torch_style_parameter_facts(module: Any, numel: Optional[Callable[[Any], int]] = None
+                                ) -> list[tuple[int, int, bool, int]]:
     """``(identity, values, trainable, bytes)`` per parameter, for frameworks whose parameters
-    answer ``numel()``, ``requires_grad`` and ``element_size()`` as torch's do (torch, oneflow)."""
-    return [(id(p), p.numel(), bool(p.requires_grad), p.numel() * p.element_size()) for p in module.parameters()]
+    answer ``numel()``, ``requires_grad`` and ``element_size()`` as torch's do (torch, oneflow);
+    ``numel`` replaces ``p.numel()`` where a backend's parameters may be placeholders."""
+    count = numel or (lambda p: p.numel())
+    return [(id(p), count(p), bool(p.requires_grad), count(p) * p.element_size()) for p in module.parameters()]
 
 
 def summarize(model: Any, max_depth: int = 1) -> ModelSummary:

@@ -6,7 +6,9 @@ gives the TrainerArgs meaning the same run (``pytorchDDP``: the torch driver, da
 ``deepspeed+mpu``: tensor parallel over ``model_parallel_size`` ranks, with the driver
 ``torch_model_parallel``). Names that
 set up something other than the Trainer (batch size, learning rate, checkpoints) are an error
-that says where they go here, so nothing is silently dropped.
+that says where they go here, so nothing is silently dropped. ``checkpoint_activations=True`` sets
+``activation_checkpointing``; ``tensorboard`` (EnvArgs' flag) turns the TensorBoard log on or off.
+:mod:`fastcore_train.config.flagai_env_args` reads FlagAI's command line (``EnvArgs``).
 """
 from __future__ import annotations
 
@@ -18,8 +20,7 @@ from fastcore_train.log import logger
 #: FlagAI name -> TrainerArgs field it sets.
 RENAMED = {"epochs": "n_epochs", "gradient_accumulation_steps": "accumulation_steps", "fp16": "fp16",
            "eval_interval": "evaluate_every", "seed": "sampler_seed", "log_interval": "report_every_n_batches",
-           "tensorboard_dir": "report_dir", "experiment_name": "run_name", "load_dir": "resume_from",
-           "checkpoint_activations": "activation_checkpointing"}
+           "tensorboard_dir": "report_dir", "experiment_name": "run_name", "load_dir": "resume_from"}
 #: FlagAI name -> where that setting lives in fastcore_train.
 ELSEWHERE = {
     "batch_size": "the dataloader (its batch_size; data.init_args in a config)",
@@ -38,6 +39,9 @@ ELSEWHERE = {
     "num_nodes": "the launcher (torchrun --nnodes)", "hostfile": "the launcher (deepspeed --hostfile)",
     "training_script": "the launcher's command line", "not_call_launch": "nothing: ranks self-launch only when "
     "no launcher started them", "local_rank": "the launcher's LOCAL_RANK variable",
+    "num_checkpoints": "nothing: in FlagAI it is DeepSpeed's count of activation checkpoints for deepspeed+mpu "
+    "(deepspeed.checkpointing.configure), not a number of saved checkpoints; FlagAI keeps every saved one, as "
+    "CheckpointCallback(every_n_batches=...) does (topk=k keeps the k best)",
 }
 ENV_TYPES = ("pytorch", "pytorchDDP", "deepspeed", "deepspeed+mpu")
 
@@ -59,6 +63,8 @@ def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None,
     if env_type != "deepspeed+mpu" and model_parallel_size != 1:
         raise ValueError(f"model_parallel_size={model_parallel_size} splits layers across ranks, which FlagAI does with "
                          "env_type='deepspeed+mpu'; pass that env_type (here: driver='torch_model_parallel').")
+    tensorboard = names.pop("tensorboard", None)
+    activation_checkpointing = names.pop("checkpoint_activations", False)
     unknown = sorted(set(names) - set(RENAMED) - set(ELSEWHERE))
     if unknown:
         raise ValueError(f"Unknown FlagAI argument(s) {unknown}; known: {sorted([*RENAMED, *ELSEWHERE])}.")
@@ -87,6 +93,11 @@ def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None,
         values.update(driver="deepspeed", device=devices)
         if deepspeed_config is not None:
             values["deepspeed_kwargs"] = {"config": deepspeed_config}
-    if "report_dir" in values or "report_every_n_batches" in values:
+    if tensorboard is not None:  # EnvArgs' --tensorboard flag
+        values["report_to"] = ["tensorboard"] if tensorboard else []
+    elif "report_dir" in values or "report_every_n_batches" in values:
         values.setdefault("report_to", ["tensorboard"])  # FlagAI writes TensorBoard logs
+    if activation_checkpointing:
+        values["activation_checkpointing"] = True
     return TrainerArgs(**values)
+

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Optional, Union
+from typing import Any, Optional, Sequence, Union
 
 #: Fields that are ``Trainer.run()`` arguments rather than constructor arguments.
 RUN_FIELDS = ("num_train_batch_per_epoch", "num_eval_batch_per_dl", "num_eval_sanity_batch", "resume_from",
@@ -141,6 +141,14 @@ class TrainerArgs:
         """The TrainerArgs of a FlagAI ``EnvTrainer`` setup (:func:`fastcore_train.config.from_flagai`)."""
         from fastcore_train.config.flagai import from_flagai
         return from_flagai(**env_trainer_arguments)
+
+    @classmethod
+    def parse_args(cls, args: Optional[Sequence[str]] = None, **flagai_defaults: Any) -> "TrainerArgs":
+        """The TrainerArgs of a FlagAI command line (``--epochs=10 --env_type=pytorchDDP ...``;
+        default: ``sys.argv``), ``flagai_defaults`` as ``EnvArgs(**...)`` takes them. For your own
+        flags and the non-Trainer values use :class:`fastcore_train.config.EnvArgs`."""
+        from fastcore_train.config.flagai_env_args import EnvArgs
+        return EnvArgs(**flagai_defaults).parse_args(args).trainer_args()
 
     def replace(self, **changes: Any) -> "TrainerArgs":
         """A copy with ``changes`` applied (unknown names are a TypeError)."""

@@ -116,15 +116,19 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
 
         self.driver: Driver = choose_driver(model, driver, device, fp16=fp16, **driver_kwargs)
         self.driver.set_optimizers(optimizers)
-        listed = optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
+        # None: a driver that builds its own optimizer (DeepSpeed's config section) accepted it
+        listed = [] if optimizers is None else optimizers if isinstance(optimizers, (list, tuple)) else [optimizers]
         self._user_optimizers = list(listed)
         # before set-up: the user's own objects
-        problem = model_without_parameters(model) or optimizers_miss_the_model(model, listed)
+        problem = model_without_parameters(model) or (
+            None if optimizers is None else optimizers_miss_the_model(model, listed))
         if problem is not None:
             raise ValueError(problem)
         # before set-up, so the data-parallel wrappers the driver builds see the wrapped layers
         self.activation_checkpointed = apply_activation_checkpointing(model, options.get("activation_checkpointing"))
         self.driver.ensure_setup()
+        if optimizers is None:  # record what the driver built
+            self._user_optimizers = list(self.driver.optimizers)
         log.set_rank(self.driver.comm.rank, self.driver.comm.world_size)
         if options.get("log_file") is not None:
             log.add_log_file(options["log_file"])

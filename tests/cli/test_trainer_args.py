@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from fastcore_train.config import TrainerArgs, from_flagai, trainer_args_table
+from fastcore_train.callbacks.checkpoint_callback import CheckpointCallback
+from fastcore_train.config import EnvArgs, TrainerArgs, from_flagai, trainer_args_table
 from fastcore_train.config.trainer_args import RUN_FIELDS
 from fastcore_train.controllers.arguments import TRAINER_OPTIONS
 from fastcore_train.controllers.trainer import Trainer
@@ -115,3 +116,38 @@ def test_transformers_names_that_belong_elsewhere_say_where():
         TrainerArgs.from_transformers(num_train_epochs=2.5)
     with pytest.raises(ValueError, match="one of"):
         TrainerArgs.from_transformers(eval_strategy="sometimes")
+
+
+def test_flagai_command_line_parses_as_env_args_does():
+    """FlagAI's ``--name=value`` flags, its defaults, ``add_arg``, ``True``/``False`` and ``[a,b]`` values."""
+    env_args = EnvArgs(env_type="pytorch", epochs=2, batch_size=4, lora_target_modules="[wq,wv]")
+    env_args.add_arg(arg_name="test1", default=0, type=int)
+    env_args.add_arg(arg_name="dry_run", store_true=True)
+    args = env_args.parse_args(["--epochs=10", "--batch_size=8", "--test1=3", "--fp16=True", "--lr", "0.001",
+                                "--lora_target_modules=[q, k]", "--dry_run"])
+    assert (args.epochs, args.batch_size, args.test1, args.fp16, args.lr) == (10, 8, 3, True, 0.001)
+    assert (args.lora_target_modules, args.dry_run, args.seed, args.not_call_launch) == (["q", "k"], True, 1234, True)
+    trainer_args = args.trainer_args()
+    assert (trainer_args.driver, trainer_args.device, trainer_args.n_epochs, trainer_args.fp16) == ("torch", "cpu", 10, True)
+    assert (trainer_args.evaluate_every, trainer_args.sampler_seed, trainer_args.report_to) == (1000, 1234, [])
+    assert env_args.parse_args(["--tensorboard=True"]).trainer_args().report_to == ["tensorboard"]
+    ddp = TrainerArgs.parse_args(["--env_type=pytorchDDP", "--num_gpus=2", "--pytorch_device=cpu"], epochs=3)
+    assert (ddp.driver, ddp.device, ddp.n_epochs) == ("torch", ["cpu", "cpu"], 3)
+    with pytest.raises(SystemExit):  # argparse's one-line usage error
+        env_args.parse_args(["--fp16=maybe"])
+
+
+def test_flagai_save_interval_is_a_checkpoint_callback_and_num_checkpoints_is_not_a_keep_count(tmp_path):
+    args = EnvArgs(save_dir=str(tmp_path)).parse_args(["--save_interval=5"])
+    callback = CheckpointCallback(**args.checkpoint_kwargs())
+    assert (callback.folder, callback.every_n_batches, callback.topk) == (tmp_path, 5, 0)  # FlagAI keeps them all
+    assert callback.save_object == "checkpoint"
+    with pytest.raises(ValueError, match=r"save_interval -> CheckpointCallback\(every_n_batches=.*num_checkpoints -> "
+                                         r"nothing: in FlagAI it is DeepSpeed's count of activation checkpoints"):
+        from_flagai(save_interval=5, num_checkpoints=2)
+
+
+def test_flagai_checkpoint_activations_sets_activation_checkpointing():
+    assert from_flagai(checkpoint_activations=False) == from_flagai()
+    assert from_flagai(checkpoint_activations=True).activation_checkpointing is True
+    assert EnvArgs().parse_args(["--checkpoint_activations=True"]).trainer_args().activation_checkpointing is True

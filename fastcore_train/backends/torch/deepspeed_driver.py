@@ -18,7 +18,10 @@ it is silent:
 
 On CUDA ``fp16=True`` turns on DeepSpeed's ``fp16`` mode unless the config has an ``fp16``,
 ``bf16`` or ``torch_autocast`` section; on CPU it means bfloat16 autocast, as for the other torch
-drivers. The config may not hold an ``optimizer`` section: the Trainer's optimizer is used.
+drivers. An enabled ``fp16`` section that does not say ``auto_cast`` gets ``auto_cast: true``
+(DeepSpeed then casts the float batches to half, on CUDA and on CPU alike). With ``Trainer(optimizers=None)`` the config's ``optimizer`` section
+(FlagAI's and DeepSpeed's own examples have one) is built by DeepSpeed (under ZeRO-Offload its
+``Adam`` is DeepSpeed's CPU Adam); a config with that section and a Trainer optimizer is refused.
 
 Checkpoints are collective (``io.collective_save``): ``save_model`` gathers the full weights and
 rank 0 writes a plain torch state dict; ``save_training_state`` writes a DeepSpeed checkpoint
@@ -81,11 +84,10 @@ def build_config(user_config: Union[None, str, os.PathLike, dict[str, Any]], fp1
             f"deepspeed config sets gradient_accumulation_steps={config['gradient_accumulation_steps']}; the "
             "Trainer feeds the engine one micro-batch per call, so accumulate with Trainer(accumulation_steps=n) "
             "and leave gradient_accumulation_steps at 1.")
-    if "optimizer" in config:
-        raise ValueError(
-            "deepspeed config has an 'optimizer' section, but the driver trains with the optimizer given to the "
-            "Trainer. Remove the section and pass that optimizer instead (DeepSpeed's own optimizers, e.g. "
-            "deepspeed.ops.adam.DeepSpeedCPUAdam for ZeRO-Offload, can be passed too).")
+    if _enabled(config.get("fp16")) and "auto_cast" not in config["fp16"]:
+        # The Trainer's batches are float: without auto_cast DeepSpeed's half model would refuse them
+        # ("Input type (float) and bias type (c10::Half)"); FlagAI casts them itself (FP16_Module).
+        config["fp16"] = {**config["fp16"], "auto_cast": True}
     config["gradient_accumulation_steps"] = 1
     if "train_batch_size" not in config:
         config.setdefault("train_micro_batch_size_per_gpu", 1)
@@ -98,6 +100,11 @@ def build_config(user_config: Union[None, str, os.PathLike, dict[str, Any]], fp1
         # floating-point inputs to half so batches need no manual casting.
         config["fp16"] = {"enabled": True, "auto_cast": True}
     return config
+
+
+def _enabled(section: Any) -> bool:
+    """Whether a config section such as ``"fp16": {"enabled": true}`` is switched on."""
+    return isinstance(section, dict) and section.get("enabled", False) is True
 
 
 class TorchDeepSpeedDriver(TorchDDPDriver):
@@ -128,6 +135,19 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
 
     # ------------------------------------------------------------------ set-up
     def set_optimizers(self, optimizers: Any) -> None:
+        """The Trainer's optimizer, or ``None`` where the config's ``optimizer`` section has DeepSpeed
+        build it (``self.optimizers`` then holds the engine's optimizer once set up)."""
+        in_config = "optimizer" in self._config
+        if optimizers is None and in_config:
+            self.optimizers = []
+            return
+        if in_config:
+            raise ValueError("deepspeed config has an 'optimizer' section and the Trainer was given optimizers too; "
+                             "pass optimizers=None to have DeepSpeed build the config's optimizer, or remove the "
+                             "section.")
+        if optimizers is None:
+            raise ValueError("optimizers is required: pass an optimizer to the Trainer, or pass optimizers=None with "
+                             "an 'optimizer' section in the DeepSpeed config.")
         super().set_optimizers(optimizers)
         if len(self.optimizers) != 1:
             raise ValueError(f"driver='deepspeed' trains with exactly one optimizer (a DeepSpeed engine wraps one), "
@@ -155,6 +175,8 @@ class TorchDeepSpeedDriver(TorchDDPDriver):
                                                optimizer=self.optimizers[0] if self.optimizers else None,
                                                config=self._config)
         self.engine = self.precision.engine = engine
+        if not self.optimizers:  # built by DeepSpeed from the config's "optimizer" section
+            self.optimizers = [engine.optimizer]
         return engine
 
     @property

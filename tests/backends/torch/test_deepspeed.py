@@ -31,6 +31,13 @@ from tests.processes import run_process_tree
 pytestmark = pytest.mark.distributed
 
 JOB = Path(__file__).parent / "scripts" / "deepspeed_job.py"
+FLAGAI_JOB = Path(__file__).parent / "scripts" / "flagai_deepspeed_job.py"
+#: FlagAI's own config (FlagAI-Open/FlagAI, examples/glm_title_generation/deepspeed.json).
+FLAGAI_CONFIG = Path(__file__).parent / "data" / "flagai_deepspeed.json"
+
+
+def flagai_config() -> dict:
+    return json.loads(FLAGAI_CONFIG.read_text())
 HARNESS = Harness()
 STAGES = [0, 1, 2, 3]
 # The first DeepSpeed start on a machine compiles a C++ op (minutes on 2 cores); later ones load it.
@@ -44,14 +51,19 @@ def run(command: list[str], timeout: float) -> subprocess.CompletedProcess:
 
 
 @functools.cache
-def build_comm_op() -> None:
-    """Build DeepSpeed's CPU communication op once (cached in ~/.cache/torch_extensions) before the
-    first job, so that the jobs' time limits and timings measure the jobs themselves."""
+def build_op(builder_name: str) -> None:
+    """Build a DeepSpeed CPU op once (cached in ~/.cache/torch_extensions) before the first job
+    that needs it, so that the jobs' time limits and timings measure the jobs themselves."""
     code = ("from deepspeed.accelerator import get_accelerator\n"
-            "builder = get_accelerator().create_op_builder('ShareMemCommBuilder')\n"
+            f"builder = get_accelerator().create_op_builder({builder_name!r})\n"
             "builder is None or builder.load()\n")
     done = run([sys.executable, "-c", code], timeout=BUILD_TIMEOUT)
     assert done.returncode == 0, done.stderr[-4000:]
+
+
+def build_comm_op() -> None:
+    """DeepSpeed's CPU communication op, which every job loads."""
+    build_op("ShareMemCommBuilder")
 
 
 def run_job(config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 120) -> subprocess.CompletedProcess:
@@ -184,13 +196,61 @@ def test_config_may_be_a_json_file(tmp_path):
         build_config(tmp_path / "missing.json", fp16=False, on_cuda=False)
 
 
-@pytest.mark.parametrize("config, message", [
-    ({"gradient_accumulation_steps": 4}, "Trainer\\(accumulation_steps=n\\)"),
-    ({"optimizer": {"type": "Adam"}}, "optimizer given to the Trainer"),
-])
-def test_config_conflicting_with_the_trainer_is_refused(config, message):
-    with pytest.raises(ValueError, match=message):
-        build_config(config, fp16=False, on_cuda=False)
+def test_config_conflicting_with_the_trainer_is_refused():
+    with pytest.raises(ValueError, match="Trainer\\(accumulation_steps=n\\)"):
+        build_config({"gradient_accumulation_steps": 4}, fp16=False, on_cuda=False)
+
+
+def test_an_fp16_section_casts_the_float_batches():
+    """FlagAI's fp16 section has no auto_cast (FlagAI casts inputs itself); without it DeepSpeed's
+    half model meets the Trainer's float batches ("Input type (float) and bias type (c10::Half)")."""
+    config = {**flagai_config(), "fp16": {"enabled": True, "loss_scale": 0}}
+    for on_cuda in (False, True):
+        assert build_config(config, fp16=False, on_cuda=on_cuda)["fp16"] == {"enabled": True, "loss_scale": 0,
+                                                                            "auto_cast": True}
+    assert build_config({"fp16": {"enabled": True, "auto_cast": False}}, False, False)["fp16"]["auto_cast"] is False
+    assert "auto_cast" not in build_config(flagai_config(), fp16=False, on_cuda=False)["fp16"]  # not enabled
+
+
+def test_optimizer_comes_from_the_trainer_or_the_config_section():
+    model = HARNESS.make_model(initial_weights())
+    world = RankFacts(rank=0, local_rank=0, world_size=1)
+    with_section = TorchDeepSpeedDriver(model, "cpu", world, deepspeed_kwargs={"config": str(FLAGAI_CONFIG)})
+    with pytest.raises(ValueError, match="pass optimizers=None to have DeepSpeed build the config's optimizer"):
+        with_section.set_optimizers(HARNESS.make_sgd(model, 0.1))
+    with_section.set_optimizers(None)
+    assert with_section.optimizers == []  # DeepSpeed builds it at set-up
+    with pytest.raises(ValueError, match="or pass optimizers=None with an 'optimizer' section"):
+        TorchDeepSpeedDriver(model, "cpu", world).set_optimizers(None)
+
+
+def test_flagai_deepspeed_json_trains_on_two_cpu_ranks(tmp_path):
+    """FlagAI's examples/glm_title_generation/deepspeed.json (ZeRO-3, cpu_offload, an Adam "optimizer"
+    section, an fp16 section, here enabled) as a FlagAI script passes it: EnvArgs flags on the command line,
+    Trainer(optimizers=None). DeepSpeed builds its CPU Adam; the model summary counts the real
+    parameters of the partitioned model; both ranks train to the same weights."""
+    build_comm_op()
+    build_op("CPUAdamBuilder")  # ZeRO-Offload's Adam: DeepSpeedCPUAdam (2.5 CPU-minutes to compile here)
+    flagai = flagai_config()
+    flagai["fp16"]["enabled"] = True  # as in FlagAI's gpt2_title_generation and glm_seq2seq configs
+    flagai["zero_optimization"]["stage3_param_persistence_threshold"] = 0  # partition even this tiny model
+    config = tmp_path / "deepspeed.json"
+    config.write_text(json.dumps(flagai))
+    command = [sys.executable, str(FLAGAI_JOB), "--env_type=deepspeed", "--num_gpus=2", "--pytorch_device=cpu",
+               f"--deepspeed_config={config}", "--epochs=2", "--batch_size=4", f"--out={tmp_path}"]
+    done = run(command, timeout=120)
+    assert done.returncode == 0, done.stderr[-4000:]
+    ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
+    real = sum(array.size for array in initial_weights().values())
+    assert f"{real} total parameters" in done.stdout + done.stderr, "the Trainer's model summary"
+    for rank in ranks:
+        assert (rank["world_size"], rank["zero_stage"], rank["optimizer"]) == (2, 3, "DeepSpeedCPUAdam")
+        assert rank["param_dtype"] == "torch.float16"
+        assert rank["summary_params"] == real and rank["placeholders"] == 4  # every parameter partitioned
+        assert len(rank["losses"]) == 16 and np.isfinite(rank["losses"]).all()  # 64 samples / 2 ranks / 4, 2 epochs
+    assert ranks[0]["weights"] == ranks[1]["weights"]
+    initial = HARNESS.make_model(initial_weights()).state_dict()
+    assert not np.allclose(ranks[0]["weights"]["fc1.weight"], initial["fc1.weight"].numpy(), rtol=0, atol=1e-7)
 
 
 def test_bad_arguments_are_refused_before_any_process_starts():
