@@ -116,3 +116,14 @@ def test_the_summary_counts_what_the_framework_counts(harness, caplog):
         make_trainer(harness, model, x, y).run(num_eval_sanity_batch=0)
         make_trainer(harness, model, x, y, model_summary=False).run(num_eval_sanity_batch=0)
     assert sum("Model summary" in record.getMessage() for record in caplog.records) == 1
+
+
+def test_predict_under_mixed_precision_returns_float_arrays(harness):
+    # On CPU, fp16=True is bfloat16 autocast on torch: numpy has no bfloat16, and paddle would hand
+    # its raw uint16 storage back. Predictions come back as float32 values close to the fp32 ones.
+    x, y = make_data(SAMPLES)
+    model = harness.make_model(initial_weights())
+    trainer = make_trainer(harness, model, x, y, fp16=True)
+    predictions = trainer.predict(harness.make_dataloader(x, y, 8))
+    assert predictions["pred"].dtype.kind == "f" and predictions["pred"].shape == (SAMPLES, 4)
+    np.testing.assert_allclose(predictions["pred"], numpy_logits(initial_weights(), x), rtol=5e-2, atol=5e-2)

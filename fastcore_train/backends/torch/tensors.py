@@ -26,7 +26,13 @@ def _tensor_to_numeric(tensor: torch.Tensor) -> Any:
     return tensor.item() if tensor.numel() == 1 else tensor.cpu().tolist()
 
 
-_READER = TensorReader(torch.Tensor, to_number=_tensor_to_numeric)
+def _tensor_to_array(tensor: torch.Tensor) -> Any:
+    # numpy has no bfloat16 (torch's CPU autocast type): such tensors come back as float32.
+    tensor = tensor.detach()
+    return (tensor.float() if tensor.dtype == torch.bfloat16 else tensor).cpu().numpy()
+
+
+_READER = TensorReader(torch.Tensor, to_number=_tensor_to_numeric, to_array=_tensor_to_array)
 to_numeric = _READER.to_numeric
 to_numpy = _READER.to_numpy
 requires_grad = _READER.requires_grad
