@@ -34,21 +34,25 @@ def assert_weights_equal(actual, expected, atol=1e-5):
 
 
 @pytest.mark.distributed
-def test_two_ranks_tp2_match_one_process_and_checkpoints_resume_anywhere(tmp_path):
+def test_two_ranks_tp2_and_dp2_match_one_process_and_checkpoints_resume_anywhere(tmp_path):
     done = run_job(tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
     ranks = outputs(tmp_path)
     expected = single_process()
     assert len(expected["losses"]) == STEPS
-    for rank in ranks:
-        case = rank["tp2"]
-        assert case["driver"] == "PaddleModelParallelDriver" and case["dp"] == [1, 0]
-        # each rank holds half of fc1 (column-wise: [in, out/2]) and of fc2's weight (row-wise: [in/2, out])
-        assert case["local_shapes"] == {"fc1.weight": [12, 16], "fc1.bias": [16], "fc2.weight": [16, 4],
-                                        "fc2.bias": [4]}
-        np.testing.assert_allclose(case["losses"], expected["losses"], atol=1e-5, rtol=0)
-        assert_weights_equal(case["weights"], expected["weights"])
-        assert case["results"] == pytest.approx(expected["results"]) and expected["results"]
+    # tp2: each rank holds half of fc1 (column-wise: [in, out/2]) and of fc2's weight (row-wise: [in/2, out]);
+    # tp1 (dp=2): whole weights, each rank half of each batch; either way every rank sees the whole batch's loss
+    shapes = {2: {"fc1.weight": [12, 16], "fc1.bias": [16], "fc2.weight": [16, 4], "fc2.bias": [4]},
+              1: {"fc1.weight": [12, 32], "fc1.bias": [32], "fc2.weight": [32, 4], "fc2.bias": [4]}}
+    for tp_size, dp_shards in ((2, [[1, 0], [1, 0]]), (1, [[2, 0], [2, 1]])):
+        case = f"tp{tp_size}"
+        assert [rank[case]["dp"] for rank in ranks] == dp_shards, "a tp group reads the same batches"
+        for rank in ranks:
+            assert rank[case]["driver"] == "PaddleModelParallelDriver"
+            assert rank[case]["local_shapes"] == shapes[tp_size]
+            np.testing.assert_allclose(rank[case]["losses"], expected["losses"], atol=1e-5, rtol=0, err_msg=case)
+            assert_weights_equal(rank[case]["weights"], expected["weights"])
+            assert rank[case]["results"] == pytest.approx(expected["results"]) and expected["results"]
     for name, clip in CLIPS.items():
         reference = single_process(clip=clip, steps=CLIP_STEPS)["weights"]
         unclipped = single_process(clip={"clip_value": 1e9}, steps=CLIP_STEPS)["weights"]

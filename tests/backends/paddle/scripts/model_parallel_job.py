@@ -1,7 +1,8 @@
 """The job for the ``driver="paddle_model_parallel"`` test: one launch of 2 ranks runs every case.
 
 Usage: python model_parallel_job.py CONFIG_JSON (self-launched with ``device=["cpu", "cpu"]``).
-An MLP (``fc1`` split column-wise, ``fc2`` row-wise) trains ``STEPS`` steps with ``tp_size=2``,
+An MLP (``fc1`` split column-wise, ``fc2`` row-wise) trains ``STEPS`` steps with ``tp_size=2``
+(mesh dp=1 x tp=2) and with ``tp_size=1`` (dp=2 x tp=1: data parallel, each rank half the batch),
 recording every step's loss, the final full weights and the evaluation results; a few steps with
 gradient clipping (by norm, then by value); then the checkpoint case: train to step ``SAVE_AT``,
 save a checkpoint and stop, and resume it on the same mesh to the end. Rank r writes
@@ -72,9 +73,10 @@ class Losses(Callback):
             trainer.stop_training()
 
 
-def build_trainer(driver, device, callbacks=(), tp_size=None, clip=None, steps=STEPS, **kwargs):
+def build_trainer(driver, device, callbacks=(), tp_size=None, clip=None, steps=STEPS, batch_size=BATCH, **kwargs):
     """A Trainer of the seeded MLP (AdamW; SGD with momentum and GradClipCallback(**clip) with
-    ``clip``) over ``steps`` steps of ``BATCH`` samples, shuffled, 2 epochs."""
+    ``clip``) over ``steps`` steps of ``BATCH`` samples (each rank of a dp=2 job reads
+    ``batch_size = BATCH / 2``), shuffled, 2 epochs."""
     paddle.seed(0)
     model = MLP()
     if clip is None:
@@ -84,7 +86,7 @@ def build_trainer(driver, device, callbacks=(), tp_size=None, clip=None, steps=S
         callbacks = [*callbacks, GradClipCallback(**clip)]
     if tp_size is not None:
         kwargs["paddle_model_parallel_kwargs"] = {"tp_size": tp_size, "tp_plan": PLAN}
-    loader = DataLoader(Samples(steps * BATCH // 2, seed=1), batch_size=BATCH, shuffle=True)
+    loader = DataLoader(Samples(steps * BATCH // 2, seed=1), batch_size=batch_size, shuffle=True)
     dev = DataLoader(Samples(13, seed=2), batch_size=3)
     return Trainer(model, loader, optimizer, driver=driver, device=device, n_epochs=2, progress_bar=None,
                    callbacks=list(callbacks), evaluate_dataloaders={"dev": dev}, metrics={"acc": Accuracy()},
@@ -98,13 +100,17 @@ def full_weights(trainer) -> dict:
 
 def main(config):
     out = Path(config["out"])
-    losses = Losses()
-    trainer = build_trainer("paddle_model_parallel", ["cpu", "cpu"], [losses], tp_size=2)
-    trainer.run(num_eval_sanity_batch=0)
-    record = {"tp2": {"losses": losses.losses, "weights": full_weights(trainer), "results": trainer.evaluator.run(),
-                      "dp": list(trainer.driver.data_shard()), "driver": type(trainer.driver).__name__,
-                      "local_shapes": {name: list(p._local_value().shape)
-                                       for name, p in trainer.driver.unwrap_model().named_parameters()}}}
+    record = {}
+    for tp_size in (2, 1):
+        losses = Losses()
+        trainer = build_trainer("paddle_model_parallel", ["cpu", "cpu"], [losses], tp_size=tp_size,
+                                batch_size=BATCH * tp_size // 2)
+        trainer.run(num_eval_sanity_batch=0)
+        record[f"tp{tp_size}"] = {
+            "losses": losses.losses, "weights": full_weights(trainer), "results": trainer.evaluator.run(),
+            "dp": list(trainer.driver.data_shard()), "driver": type(trainer.driver).__name__,
+            "local_shapes": {name: list(p._local_value().shape)
+                             for name, p in trainer.driver.unwrap_model().named_parameters()}}
     for name, clip in CLIPS.items():
         clipped = build_trainer("paddle_model_parallel", ["cpu", "cpu"], tp_size=2, clip=clip, steps=CLIP_STEPS)
         clipped.run(num_eval_sanity_batch=0)
