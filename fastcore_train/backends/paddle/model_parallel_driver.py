@@ -86,6 +86,12 @@ def assign_full(tensor: Any, value: Any) -> None:
         tensor.set_value(value)
 
 
+def _auto_parallel_grad_scaler(**gradscaler_kwargs: Any) -> Any:
+    """paddle's GradScaler in auto-parallel's distributed view (``dist.shard_scaler``; GPU only:
+    paddle's amp does nothing on CPU)."""
+    return dist.shard_scaler(paddle.amp.GradScaler(**gradscaler_kwargs))
+
+
 class PaddleModelParallelDriver(PaddleFleetDriver):
     """One rank of a tensor-parallel (and data-parallel) paddle job on a ``(dp, tp)`` ProcessMesh.
 
@@ -96,6 +102,7 @@ class PaddleModelParallelDriver(PaddleFleetDriver):
     """
 
     wrapper_name = "paddle auto-parallel"
+    grad_scaler_type = staticmethod(_auto_parallel_grad_scaler)
 
     def __init__(self, model: paddle.nn.Layer, device: Any, world: RankFacts, fp16: bool = False,
                  paddle_model_parallel_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
