@@ -32,14 +32,14 @@ def test_the_console_script_names_itself():
     unknown = run(SCRIPT, "demo", "--driver", "no_such_driver")
     assert unknown.returncode == 2
     assert unknown.stderr.splitlines() == ["fastcore-train demo: error: unknown driver 'no_such_driver'; pass one of "
-                                           "torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, jittor, oneflow."]
+                                           "torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, paddle_model_parallel, jittor, oneflow."]
 
 
 def test_an_unknown_driver_is_one_line_listing_the_drivers():
     done = run(sys.executable, "-m", "fastcore_train", "demo", "--driver", "tensorflow")
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.splitlines() == ["python -m fastcore_train demo: error: unknown driver 'tensorflow'; pass one "
-                                        "of torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, jittor, oneflow."]
+                                        "of torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, paddle_model_parallel, jittor, oneflow."]
 
 
 MISSING = [entry for entry in all_backends() if importlib.util.find_spec(entry.framework_module) is None]

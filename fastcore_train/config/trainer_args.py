@@ -40,7 +40,7 @@ class TrainerArgs:
 
     # ---- what trains where
     driver: str = _arg("auto", "Backend driver: torch, fairscale, torch_fsdp, deepspeed, torch_model_parallel, paddle, "
-                               "jittor, oneflow, or auto (the model's framework).")
+                               "paddle_model_parallel, jittor, oneflow, or auto (the model's framework).")
     device: Union[int, str, list[Union[int, str]], None] = _arg("cpu", "Device: 'cpu', 'cuda:0', a GPU index, or a list ([0,1], [cpu,cpu]) for data "
                                  "parallel (self-launched unless a launcher started the ranks); None: do not move the model.")
     fp16: bool = _arg(False, "Mixed precision (autocast and a gradient scaler where the backend has one).")
@@ -98,6 +98,8 @@ class TrainerArgs:
         None, "Options of the torch_model_parallel driver (tp_size, tp_plan, state_dict_type, fully_shard_kwargs).")
     deepspeed_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the deepspeed driver (config: its JSON config).")
     paddle_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the paddle driver.")
+    paddle_model_parallel_kwargs: Optional[dict[str, Any]] = _arg(
+        None, "Options of the paddle_model_parallel driver (tp_size, tp_plan).")
     jittor_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the jittor driver.")
     oneflow_kwargs: Optional[dict[str, Any]] = _arg(None, "Options of the oneflow driver.")
     # ---- Trainer.run()

@@ -266,8 +266,8 @@ register_backend(BackendEntry(
 ))
 register_backend(BackendEntry(
     name="paddle", framework_module="paddle", module="fastcore_train.backends.paddle",
-    driver_names=("paddle",), install_hint='pip install "fastcore-train[paddle]"',
-    owned_kwargs=("paddle_kwargs",), launch_environment=PADDLE_LAUNCH, metric_modules=("paddle.metric",),
+    driver_names=("paddle", "paddle_model_parallel"), install_hint='pip install "fastcore-train[paddle]"',
+    owned_kwargs=("paddle_kwargs", "paddle_model_parallel_kwargs"), launch_environment=PADDLE_LAUNCH, metric_modules=("paddle.metric",),
 ))
 register_backend(BackendEntry(
     name="jittor", framework_module="jittor", module="fastcore_train.backends.jittor",

@@ -38,7 +38,22 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
     """Single process for one device; Fleet data parallel for a device list, paddle's launcher
     environment, or a parallel environment (or ``paddle.DataParallel`` model) the user set up."""
     output_from_new_proc = kwargs.pop("output_from_new_proc", "only_error")
+    model_parallel_kwargs = kwargs.pop("paddle_model_parallel_kwargs", None)
     placement = place_ranks(device, world_from_environment() or world_from_process_group(), DEVICES)
+    if driver_name == "paddle_model_parallel":
+        if not placement.is_distributed:
+            raise ValueError("driver='paddle_model_parallel' splits the model across several ranks: pass one device "
+                             "per rank (device=['cpu', 'cpu'], or GPU ids) or launch with python -m "
+                             "paddle.distributed.launch --nproc_per_node N.")
+        from fastcore_train.backends.paddle.model_parallel_driver import PaddleModelParallelDriver
+
+        driver = PaddleModelParallelDriver(model, parse_device(placement.device), placement.facts, fp16=fp16,
+                                           paddle_model_parallel_kwargs=model_parallel_kwargs, **kwargs)
+        driver.launcher = choose_launcher(placement, "spawn", _self_launch_variables(placement), output_from_new_proc)
+        return driver
+    if model_parallel_kwargs is not None:
+        raise ValueError("paddle_model_parallel_kwargs is for driver='paddle_model_parallel'; this is "
+                         f"driver={driver_name!r}.")
     if placement.is_distributed:
         driver = PaddleFleetDriver(model, parse_device(placement.device), placement.facts, fp16=fp16, **kwargs)
         driver.launcher = choose_launcher(placement, "spawn", _self_launch_variables(placement), output_from_new_proc)

@@ -63,6 +63,14 @@ class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
 
     # ------------------------------------------------------------------ set-up
     def setup(self) -> None:
+        self._join_ranks()
+        self._user_module.to(device=self._device)
+        if not self._user_wrapped:
+            self.model = fleet.distributed_model(_MethodDispatch(self._user_module))
+        self.precision.setup()
+
+    def _join_ranks(self) -> None:
+        """Make this rank's device current and join the job's process group (``fleet.init``), once."""
         if not is_gpu(self._device):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("PADDLE_LOCAL_SIZE", self.comm.world_size))
@@ -80,10 +88,6 @@ class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
                 if clearer is error:
                     raise
                 raise clearer from error
-        self._user_module.to(device=self._device)
-        if not self._user_wrapped:
-            self.model = fleet.distributed_model(_MethodDispatch(self._user_module))
-        self.precision.setup()
 
     # ------------------------------------------------------------------ forward / backward
     def no_sync(self) -> ContextManager[Any]:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import io
 from pathlib import Path
-from typing import Any, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence
 
 import paddle
 from paddle.base import framework
@@ -87,8 +87,11 @@ def load_file(path: Path, weights_only: bool = True, **kwargs: Any) -> Any:
     return paddle.load(io.BytesIO(data), **kwargs)
 
 
-def load_model_file(model: paddle.nn.Layer, path: Path, **kwargs: Any) -> None:
-    """Restore into ``model`` what :func:`save_model_file` wrote; parameter names must match."""
+def load_model_file(model: paddle.nn.Layer, path: Path, assign: Optional[Callable[[Any, Any], None]] = None,
+                    **kwargs: Any) -> None:
+    """Restore into ``model`` what :func:`save_model_file` wrote; parameter names must match.
+    ``assign(tensor, value)``: how a value goes into the model's tensor (default: the model's
+    ``set_state_dict``; split tensors of model parallel need their part of it)."""
     file = path / STATE_FILE if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(
@@ -103,7 +106,12 @@ def load_model_file(model: paddle.nn.Layer, path: Path, **kwargs: Any) -> None:
         raise ValueError(
             f"{str(file)!r} does not fit the model {type(model).__name__}: missing {missing}, unexpected "
             f"{unexpected}. Load it into a model of the same structure as the one saved.")
-    model.set_state_dict(state)
+    if assign is None:
+        model.set_state_dict(state)
+        return
+    current = model.state_dict()
+    for name, value in state.items():
+        assign(current[name], value)
 
 
 # ---------------------------------------------------------------------- optimizer state
@@ -176,8 +184,15 @@ def _create_accumulators(optimizer: paddle.optimizer.Optimizer) -> None:
             optimizer._create_accumulators(block, [p for p in optimizer_parameters(optimizer) if not p.stop_gradient])
 
 
-def load_optimizer_state(optimizer: paddle.optimizer.Optimizer, state: dict[str, Any]) -> None:
-    """Restore what :func:`save_optimizer_state` returned into an optimizer over equal parameters."""
+def set_value(tensor: Any, value: Any) -> None:
+    """``tensor.set_value(value)``: how a loaded value goes into an accumulator or a parameter."""
+    tensor.set_value(value)
+
+
+def load_optimizer_state(optimizer: paddle.optimizer.Optimizer, state: dict[str, Any],
+                         assign: Callable[[Any, Any], None] = set_value) -> None:
+    """Restore what :func:`save_optimizer_state` returned into an optimizer over equal parameters
+    (``assign(tensor, value)`` puts each value in place)."""
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ValueError("The optimizer state was not written by fastcore_train's paddle driver; load it "
                          "with optimizer.set_state_dict(paddle.load(path)) yourself.")
@@ -198,14 +213,14 @@ def load_optimizer_state(optimizer: paddle.optimizer.Optimizer, state: dict[str,
                 f"The saved optimizer state has {kind!r} for parameter(s) {missing}, which this optimizer "
                 f"({type(optimizer).__name__}) does not keep; pass the same kind of optimizer as when it was saved.")
         for position, value in by_index.items():
-            current[position].set_value(value)
+            assign(current[position], value)
     if state.get("step") is not None:  # converted from another framework (see neutral_weights.py)
         _set_step_count(optimizer, int(state["step"]))
     masters = getattr(optimizer, "_master_weights", {})
     for position, value in state["master_weights"].items():
         name = parameters[position].name
         if name in masters:
-            masters[name].set_value(value)
+            assign(masters[name], value)
     scheduler = optimizer._learning_rate
     if state["lr_scheduler"] is not None and isinstance(scheduler, LRScheduler):
         scheduler.set_state_dict(state["lr_scheduler"])

@@ -17,7 +17,6 @@ Launching, failure handling and asynchronous checkpoints are those of the DDP an
 from __future__ import annotations
 
 import contextlib
-import fnmatch
 from typing import Any, Callable, ContextManager, Iterator, Optional, Union
 
 import torch
@@ -35,6 +34,7 @@ except ImportError as error:  # pragma: no cover - the tested torch has them
 
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.torch_fsdp_driver import STATE_DICT_TYPES, TorchFSDPDriver, TorchFSDPPersistence
+from fastcore_train.drivers.model_parallel import check_options, data_shard, match_plan, mesh_shape
 from fastcore_train.parallel.environment import RankFacts
 
 Plan = Union[str, dict[str, Any], Callable[[torch.nn.Module, DeviceMesh], Any], None]
@@ -90,20 +90,9 @@ def resolve_plan(model: torch.nn.Module, plan: Plan) -> dict[str, ParallelStyle]
     if not isinstance(plan, dict):
         raise TypeError(f"tp_plan must be a dict of module names to styles, 'auto', or a function (model, mesh); "
                         f"got {type(plan).__name__}.")
-    names = [name for name, _ in model.named_modules()]
-    resolved: dict[str, ParallelStyle] = {}
-    for name, style in plan.items():
-        if not any(fnmatch.fnmatchcase(module, name) for module in names):
-            raise ValueError(f"tp_plan names {name!r}, which matches no module of {type(model).__name__} "
-                             f"(its modules: {', '.join(n for n in names if n) or 'none'}).")
-        if isinstance(style, ParallelStyle):
-            resolved[name] = style
-        elif isinstance(style, str) and style in STYLES:
-            resolved[name] = STYLES[style]()
-        else:
-            raise ValueError(f"tp_plan[{name!r}] is {style!r}; use one of {', '.join(STYLES)} or a DTensor "
-                             "ParallelStyle (torch.distributed.tensor.parallel).")
-    return resolved
+    return match_plan((name for name, _ in model.named_modules()), plan, STYLES, type(model).__name__,
+                      is_style=lambda style: isinstance(style, ParallelStyle),
+                      style_hint=" or a DTensor ParallelStyle (torch.distributed.tensor.parallel)")
 
 
 def _local(value: torch.Tensor) -> torch.Tensor:
@@ -127,16 +116,8 @@ class TorchModelParallelDriver(TorchFSDPDriver):
 
     def __init__(self, model: torch.nn.Module, device: Any, world: RankFacts, fp16: bool = False,
                  torch_model_parallel_kwargs: Optional[dict[str, Any]] = None, **kwargs: Any) -> None:
-        options = dict(torch_model_parallel_kwargs or {})
-        unknown = sorted(set(options) - set(OPTIONS))
-        if unknown:
-            raise ValueError(f"torch_model_parallel_kwargs does not take {', '.join(unknown)}; it takes "
-                             f"{', '.join(OPTIONS)}.")
-        self.tp_size = int(options.get("tp_size", world.world_size))
-        if self.tp_size < 1 or world.world_size % self.tp_size:
-            raise ValueError(f"tp_size={self.tp_size} must divide the world size {world.world_size} "
-                             "(dp_size = world_size / tp_size).")
-        self.dp_size = world.world_size // self.tp_size
+        options = check_options("torch_model_parallel_kwargs", torch_model_parallel_kwargs, OPTIONS)
+        self.dp_size, self.tp_size = mesh_shape(world.world_size, options.get("tp_size", world.world_size))
         self.tp_plan: Plan = options.get("tp_plan", "auto")
         self._fully_shard_kwargs = dict(options.get("fully_shard_kwargs") or {})
         self._fsdp_layers: LayerChoice = options.get("fsdp_layers")
@@ -156,7 +137,7 @@ class TorchModelParallelDriver(TorchFSDPDriver):
     # ------------------------------------------------------------------ data
     def data_shard(self) -> tuple[int, int]:
         """``(dp_size, dp_rank)``: the ranks of a tensor-parallel group read the same batches."""
-        return self.dp_size, self.comm.rank // self.tp_size
+        return data_shard(self.comm.rank, self.tp_size, self.dp_size)
 
     # ------------------------------------------------------------------ set-up
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
