@@ -14,30 +14,26 @@ from fastcore_train.backends.paddle import create_driver
 from fastcore_train.backends.paddle.model_parallel_driver import PaddleModelParallelDriver, resolve_plan
 from fastcore_train.convert import convert_checkpoint, load_neutral_weights
 from fastcore_train.parallel.environment import RankFacts
-from tests.backends.paddle.scripts.model_parallel_job import (CLIP_STEPS, CLIPS, MLP, PLAN, SAVE_AT, STEPS, Losses,
-                                                              build_trainer, full_weights, outputs, run_job)
+from tests.backends.paddle.scripts import model_parallel_job as job
+from tests.backends.paddle.scripts.model_parallel_job import (CLIP_STEPS, CLIPS, MLP, PLAN, SAVE_AT, STEPS, build_trainer,
+                                                              full_weights)
+from tests.backends.model_parallel_jobs import StepLosses, assert_weights_within, rank_records, run_self_launched
 
 
 def single_process(resume_from=None, **variant):
     """Losses, full weights and evaluation results of the run on one process (driver="paddle")."""
-    losses = Losses()
+    losses = StepLosses()
     trainer = build_trainer("paddle", "cpu", [losses], **variant)
     trainer.run(num_eval_sanity_batch=0, resume_from=resume_from)
     return {"losses": losses.losses, "weights": full_weights(trainer), "results": trainer.evaluator.run()}
 
 
-def assert_weights_equal(actual, expected, atol=1e-5):
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        np.testing.assert_allclose(np.asarray(actual[name]), np.asarray(expected[name]), atol=atol, rtol=0,
-                                   err_msg=name)
-
 
 @pytest.mark.distributed
 def test_two_ranks_tp2_and_dp2_match_one_process_and_checkpoints_resume_anywhere(tmp_path):
-    done = run_job(tmp_path)
+    done = run_self_launched(job.__file__, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
-    ranks = outputs(tmp_path)
+    ranks = rank_records(tmp_path)
     expected = single_process()
     assert len(expected["losses"]) == STEPS
     # tp2: each rank holds half of fc1 (column-wise: [in, out/2]) and of fc2's weight (row-wise: [in/2, out]);
@@ -51,23 +47,23 @@ def test_two_ranks_tp2_and_dp2_match_one_process_and_checkpoints_resume_anywhere
             assert rank[case]["driver"] == "PaddleModelParallelDriver"
             assert rank[case]["local_shapes"] == shapes[tp_size]
             np.testing.assert_allclose(rank[case]["losses"], expected["losses"], atol=1e-5, rtol=0, err_msg=case)
-            assert_weights_equal(rank[case]["weights"], expected["weights"])
+            assert_weights_within(rank[case]["weights"], expected["weights"])
             assert rank[case]["results"] == pytest.approx(expected["results"]) and expected["results"]
     for name, clip in CLIPS.items():
         reference = single_process(clip=clip, steps=CLIP_STEPS)["weights"]
         unclipped = single_process(clip={"clip_value": 1e9}, steps=CLIP_STEPS)["weights"]
         assert not np.allclose(unclipped["fc1.weight"], reference["fc1.weight"], atol=1e-3), f"{name} did nothing"
         for rank in ranks:
-            assert_weights_equal(rank[name]["weights"], reference)
+            assert_weights_within(rank[name]["weights"], reference)
 
     # the tp=2 checkpoint (step SAVE_AT) is a plain paddle checkpoint: it resumes on the same mesh and on one process
     folder = tmp_path / "checkpoint"
     for rank in ranks:
         assert rank["resumed_tp2"]["batches"] == STEPS
-        assert_weights_equal(rank["resumed_tp2"]["weights"], expected["weights"])
+        assert_weights_within(rank["resumed_tp2"]["weights"], expected["weights"])
     resumed = single_process(resume_from=folder)
     assert len(resumed["losses"]) == STEPS - SAVE_AT
-    assert_weights_equal(resumed["weights"], expected["weights"])
+    assert_weights_within(resumed["weights"], expected["weights"])
     model = MLP()  # and it converts like any other
     load_neutral_weights(model, convert_checkpoint(folder, tmp_path / "mlp.safetensors", to="neutral"))
     saved = paddle.load(str(folder / "model.pdparams"))

@@ -15,14 +15,15 @@ from fastcore_train.backends.torch import create_driver
 from fastcore_train.backends.torch.torch_model_parallel_driver import resolve_plan
 from fastcore_train.checkpoint import META_FILE
 from fastcore_train.convert import convert_checkpoint, load_neutral_weights
-from tests.backends.torch.scripts.model_parallel_job import (BATCH, MLP, SAVE_AT, STEPS, VARIANTS, Block, Losses,
-                                                             build_trainer, full_weights, outputs, predictions,
-                                                             run_job)
+from tests.backends.torch.scripts import model_parallel_job as job
+from tests.backends.torch.scripts.model_parallel_job import (BATCH, MLP, SAVE_AT, STEPS, VARIANTS, Block, build_trainer,
+                                                             full_weights, predictions)
+from tests.backends.model_parallel_jobs import StepLosses, assert_weights_within, rank_records, run_self_launched
 
 
 def single_process(model_name, resume_from=None, **variant):
     """Losses, full weights, evaluation results and predictions of the run on one process (driver="torch")."""
-    losses = Losses()
+    losses = StepLosses()
     trainer = build_trainer(model_name, "torch", "cpu", BATCH, [losses], **variant)
     trainer.run(num_eval_sanity_batch=0, resume_from=resume_from)
     if variant:  # (the variants are compared by losses and weights)
@@ -31,18 +32,12 @@ def single_process(model_name, resume_from=None, **variant):
             "predictions": predictions(trainer)}
 
 
-def assert_weights_equal(actual, expected, atol=1e-5):
-    assert sorted(actual) == sorted(expected)
-    for name in expected:
-        np.testing.assert_allclose(np.asarray(actual[name]), np.asarray(expected[name]), atol=atol, rtol=0,
-                                   err_msg=name)
-
 
 @pytest.mark.distributed
 def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_path):
-    done = run_job(tmp_path)
+    done = run_self_launched(job.__file__, tmp_path)
     assert done.returncode == 0, done.stderr[-4000:]
-    ranks = outputs(tmp_path)
+    ranks = rank_records(tmp_path)
     for model_name in ("mlp", "block"):
         expected = single_process(model_name)
         assert len(expected["losses"]) == STEPS
@@ -58,7 +53,7 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
             np.testing.assert_allclose(per_step, expected["losses"], atol=1e-5, rtol=0, err_msg=case)
             for rank in ranks:
                 assert rank[case]["driver"] == "TorchModelParallelDriver"
-                assert_weights_equal(rank[case]["weights"], expected["weights"])
+                assert_weights_within(rank[case]["weights"], expected["weights"])
                 assert rank[case]["results"] == pytest.approx(expected["results"]) and expected["results"]
                 np.testing.assert_allclose(rank[case]["predictions"], expected["predictions"], atol=1e-5)
 
@@ -73,7 +68,7 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
             continue
         np.testing.assert_allclose(per_step, expected["losses"], rtol=0, atol=1e-5, err_msg=name)
         for rank in ranks:
-            assert_weights_equal(rank[name]["weights"], expected["weights"])
+            assert_weights_within(rank[name]["weights"], expected["weights"])
         if "clip" in variant:
             unclipped = single_process("mlp", clip={"clip_value": 1e9})["weights"]["fc1.weight"]
             assert not np.allclose(unclipped, expected["weights"]["fc1.weight"], atol=1e-3), f"{name}: clipping did nothing"
@@ -87,10 +82,10 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
     uninterrupted = single_process("block")["weights"]
     for rank in ranks:  # resumed on (dp=2, tp=1)
         assert rank["resumed_dp2"]["batches"] == STEPS
-        assert_weights_equal(rank["resumed_dp2"]["weights"], uninterrupted)
+        assert_weights_within(rank["resumed_dp2"]["weights"], uninterrupted)
     resumed = single_process("block", resume_from=folder)  # resumed on one process, driver="torch"
     assert len(resumed["losses"]) == STEPS - SAVE_AT
-    assert_weights_equal(resumed["weights"], uninterrupted)
+    assert_weights_within(resumed["weights"], uninterrupted)
     assert_converts(folder, tmp_path)
 
 
@@ -100,7 +95,7 @@ def assert_converts(folder, tmp_path):
     loaded.load_checkpoint(folder, resume_training=False)
     model = Block()
     load_neutral_weights(model, convert_checkpoint(folder, tmp_path / "block.safetensors", to="neutral"))
-    assert_weights_equal({k: v.tolist() for k, v in model.state_dict().items()}, full_weights(loaded), atol=0)
+    assert_weights_within({k: v.tolist() for k, v in model.state_dict().items()}, full_weights(loaded), atol=0)
     if importlib.util.find_spec("paddle") is not None:  # optimizer state too (AdamW's moments, by index)
         converted = convert_checkpoint(folder, tmp_path / "paddle", to="paddle")
         assert json.loads((converted / META_FILE).read_text())["optimizers"] == ["paddle.optimizer.adamw.AdamW"]

@@ -6,8 +6,8 @@ An MLP (``fc1`` split column-wise, ``fc2`` row-wise) trains ``STEPS`` steps with
 recording every step's loss, the final full weights and the evaluation results; a few steps with
 gradient clipping (by norm, then by value); then the checkpoint case: train to step ``SAVE_AT``,
 save a checkpoint and stop, and resume it on the same mesh to the end. Rank r writes
-``<out>/rank_<r>.json``. The bottom part (``build_trainer``, ``run_job``...) is what the test
-uses in its own process.
+``<out>/rank_<r>.json``. ``build_trainer`` and the model are what the test uses in its own
+process.
 """
 import json
 import sys
@@ -21,7 +21,8 @@ import numpy as np  # noqa: E402
 import paddle  # noqa: E402
 from paddle.io import DataLoader, Dataset  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, GradClipCallback, Trainer  # noqa: E402
+from fastcore_train import Accuracy, GradClipCallback, Trainer  # noqa: E402
+from tests.backends.model_parallel_jobs import StepLosses  # noqa: E402
 
 STEPS, BATCH, SAVE_AT, CLIP_STEPS = 50, 8, 20, 10
 DIM, HIDDEN, CLASSES = 12, 32, 4
@@ -58,21 +59,6 @@ class Samples(Dataset):
         return {"x": self.x[index], "y": self.y[index]}
 
 
-class Losses(Callback):
-    """Each step's loss on this rank; with ``stop_at``, a checkpoint there, then stop."""
-
-    def __init__(self, stop_at=None, folder=None) -> None:
-        self.losses, self.stop_at, self.folder = [], stop_at, folder
-
-    def on_before_backward(self, trainer, outputs) -> None:
-        self.losses.append(float(outputs["loss"]))
-
-    def on_train_batch_end(self, trainer) -> None:
-        if trainer.global_forward_batches == self.stop_at:
-            trainer.save_checkpoint(self.folder)
-            trainer.stop_training()
-
-
 def build_trainer(driver, device, callbacks=(), tp_size=None, clip=None, steps=STEPS, batch_size=BATCH, **kwargs):
     """A Trainer of the seeded MLP (AdamW; SGD with momentum and GradClipCallback(**clip) with
     ``clip``) over ``steps`` steps of ``BATCH`` samples (each rank of a dp=2 job reads
@@ -102,7 +88,7 @@ def main(config):
     out = Path(config["out"])
     record = {}
     for tp_size in (2, 1):
-        losses = Losses()
+        losses = StepLosses()
         trainer = build_trainer("paddle_model_parallel", ["cpu", "cpu"], [losses], tp_size=tp_size,
                                 batch_size=BATCH * tp_size // 2)
         trainer.run(num_eval_sanity_batch=0)
@@ -115,24 +101,12 @@ def main(config):
         clipped = build_trainer("paddle_model_parallel", ["cpu", "cpu"], tp_size=2, clip=clip, steps=CLIP_STEPS)
         clipped.run(num_eval_sanity_batch=0)
         record[name] = {"weights": full_weights(clipped)}
-    saving = Losses(stop_at=SAVE_AT, folder=out / "checkpoint")
+    saving = StepLosses(stop_at=SAVE_AT, folder=out / "checkpoint")
     build_trainer("paddle_model_parallel", ["cpu", "cpu"], [saving], tp_size=2).run(num_eval_sanity_batch=0)
     resumed = build_trainer("paddle_model_parallel", ["cpu", "cpu"], tp_size=2)
     resumed.run(num_eval_sanity_batch=0, resume_from=out / "checkpoint")
     record["resumed_tp2"] = {"weights": full_weights(resumed), "batches": resumed.global_forward_batches}
     (out / f"rank_{resumed.driver.comm.rank}.json").write_text(json.dumps(record))
-
-
-# ---------------------------------------------------------------------- for the test running this job
-def run_job(out, timeout=300):
-    """Run this script on 2 self-launched ranks; a timed-out job is killed with every process it started."""
-    from tests.processes import run_process_tree
-
-    return run_process_tree([sys.executable, __file__, json.dumps({"out": str(out)})], timeout)
-
-
-def outputs(folder):
-    return [json.loads((Path(folder) / f"rank_{rank}.json").read_text()) for rank in range(2)]
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ the evaluation results and predictions. Then the checkpoint case: train the bloc
 ``tp_size=2`` (dp=1), save a checkpoint asynchronously at step ``SAVE_AT`` and stop; resume it
 with ``tp_size=1`` (dp=2) to the end. Rank r writes ``<out>/rank_<r>.json``.
 
-The bottom part (``build_trainer``, ``run_job``...) is what the tests use in their own process.
+``build_trainer`` and the models are what the tests use in their own process.
 """
 import json
 import sys
@@ -22,7 +22,8 @@ import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from torch.utils.data import DataLoader, Dataset  # noqa: E402
 
-from fastcore_train import Accuracy, Callback, GradClipCallback, Trainer  # noqa: E402
+from fastcore_train import Accuracy, GradClipCallback, Trainer  # noqa: E402
+from tests.backends.model_parallel_jobs import StepLosses  # noqa: E402
 
 STEPS, BATCH, SAVE_AT = 50, 8, 20
 #: clipping (by norm and by value) and accumulation on both meshes, and bfloat16 autocast
@@ -104,22 +105,6 @@ class Samples(Dataset):
         return {"x": self.x[index], "y": self.y[index]}
 
 
-class Losses(Callback):
-    """Each step's loss on this rank; with ``stop_at``, an asynchronous checkpoint there, then stop."""
-
-    def __init__(self, stop_at=None, folder=None) -> None:
-        self.losses, self.stop_at, self.folder = [], stop_at, folder
-
-    def on_before_backward(self, trainer, outputs) -> None:
-        self.losses.append(float(outputs["loss"].detach()))
-
-    def on_train_batch_end(self, trainer) -> None:
-        if trainer.global_forward_batches == self.stop_at:
-            trainer.save_checkpoint(self.folder, blocking=False)
-            trainer.wait_for_checkpoint()
-            trainer.stop_training()
-
-
 def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=None, clip=None, **kwargs):
     """A Trainer of ``model_name`` (seeded weights; AdamW, or SGD with ``clip``: GradClipCallback's
     arguments) over ``STEPS`` steps of the global batch ``BATCH`` (each rank of a dp=2 job reads
@@ -158,7 +143,7 @@ def main(config):
     record = {}
     for model_name in ("mlp", "block"):
         for tp_size in (2, 1):
-            losses = Losses()
+            losses = StepLosses()
             trainer = build_trainer(model_name, "torch_model_parallel", ["cpu", "cpu"], BATCH * tp_size // 2,
                                     [losses], tp_size=tp_size)
             trainer.run(num_eval_sanity_batch=0)
@@ -167,29 +152,17 @@ def main(config):
                 "predictions": predictions(trainer), "dp": trainer.driver.data_shard(),
                 "driver": type(trainer.driver).__name__}
     for name, variant in VARIANTS.items():
-        losses = Losses()
+        losses = StepLosses()
         batch = BATCH * variant["tp_size"] // 2 // variant.get("accumulation_steps", 1)
         trainer = build_trainer("mlp", "torch_model_parallel", ["cpu", "cpu"], batch, [losses], **variant)
         trainer.run(num_eval_sanity_batch=0)
         record[name] = {"losses": losses.losses, "weights": full_weights(trainer)}
-    saving = Losses(stop_at=SAVE_AT, folder=out / "checkpoint")
+    saving = StepLosses(stop_at=SAVE_AT, folder=out / "checkpoint", blocking=False)
     build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH, [saving], tp_size=2).run(num_eval_sanity_batch=0)
     resumed = build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH // 2, tp_size=1)
     resumed.run(num_eval_sanity_batch=0, resume_from=out / "checkpoint")
     record["resumed_dp2"] = {"weights": full_weights(resumed), "batches": resumed.global_forward_batches}
     (out / f"rank_{resumed.driver.comm.rank}.json").write_text(json.dumps(record))
-
-
-# ---------------------------------------------------------------------- for the tests running this job
-def run_job(out, timeout=300):
-    """Run this script on 2 self-launched ranks; a timed-out job is killed with every process it started."""
-    from tests.processes import run_process_tree
-
-    return run_process_tree([sys.executable, __file__, json.dumps({"out": str(out)})], timeout)
-
-
-def outputs(folder):
-    return [json.loads((Path(folder) / f"rank_{rank}.json").read_text()) for rank in range(2)]
 
 
 if __name__ == "__main__":
