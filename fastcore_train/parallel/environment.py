@@ -162,11 +162,35 @@ MPIRUN = LaunchEnvironment(
     local_world_size=("OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS"), node_rank=("OMPI_COMM_WORLD_NODE_RANK",))
 
 
+class UnlaunchedNodeError(RuntimeError):
+    """The process is one node of a multi-node job (say a Kubeflow PaddleJob pod) that no launcher
+    started ranks on: trained alone, each node would be a separate run instead of one job."""
+
+
 def detect_rank_facts(environments: Iterable[LaunchEnvironment],
                       environ: Optional[Mapping[str, str]] = None) -> RankFacts:
-    """The facts of the first of ``environments`` that launched this process, or :data:`SINGLE_PROCESS`."""
+    """The facts of the first of ``environments`` that launched this process, or :data:`SINGLE_PROCESS`.
+
+    A process whose environment names several paddle nodes (``PADDLE_NNODES``, set by the PaddleJob
+    operator for paddle's launcher to read) but holds no rank is refused with
+    :class:`UnlaunchedNodeError`: each pod would otherwise train alone on the whole data.
+    """
+    environ = os.environ if environ is None else environ
     for environment in environments:
         facts = environment.detect(environ)
         if facts is not None:
             return facts
+    refuse_unlaunched_node(environ)
     return SINGLE_PROCESS
+
+
+def refuse_unlaunched_node(environ: Optional[Mapping[str, str]] = None) -> None:
+    """Raise :class:`UnlaunchedNodeError` when ``environ`` names several paddle nodes
+    (``PADDLE_NNODES``, which the PaddleJob operator sets for paddle's launcher) and no launcher gave
+    this process a rank: called where no launcher's variables were found."""
+    nodes = _first_int(os.environ if environ is None else environ, ("PADDLE_NNODES",))
+    if nodes is not None and nodes > 1:
+        raise UnlaunchedNodeError(
+            f"PADDLE_NNODES={nodes} says this process is one node of a {nodes}-node paddle job, but no launcher "
+            "started ranks here (no PADDLE_TRAINER_ID): each node would train alone on the whole data. Start the "
+            "script with paddle's launcher on every node: python -m paddle.distributed.launch train.py.")

@@ -5,7 +5,8 @@ import pytest
 
 from fastcore_train.drivers.registry import launch_environments
 from fastcore_train.parallel.environment import (LAUNCHED_RANK_ENV, MPIRUN, ONEFLOW_LAUNCH, PADDLE_LAUNCH,
-                                                 SINGLE_PROCESS, TORCHRUN, RankFacts, detect_rank_facts)
+                                                 SINGLE_PROCESS, TORCHRUN, RankFacts, UnlaunchedNodeError,
+                                                 detect_rank_facts)
 
 # The variables each launcher sets for rank 3 of 4 (two nodes of two ranks).
 TORCHRUN_RANK_3 = {"RANK": "3", "WORLD_SIZE": "4", "LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
@@ -87,8 +88,11 @@ def test_torchrun_inside_a_pytorchjob_pod_wins_over_the_pods_variables():
 
 
 def test_a_paddlejob_pod_is_a_rank_only_under_paddles_launcher():
-    # the operator names the master and the node count (paddle's launcher reads them as --master / --nnodes) ...
-    assert detect_rank_facts(launch_environments(), PADDLEJOB_WORKER_1) == SINGLE_PROCESS
+    # the operator names the master and the node count (paddle's launcher reads them as --master / --nnodes):
+    # without the launcher the pod is no rank, and training it alone would be a separate run per pod ...
+    with pytest.raises(UnlaunchedNodeError, match=r"PADDLE_NNODES=2 .* python -m paddle.distributed.launch"):
+        detect_rank_facts(launch_environments(), PADDLEJOB_WORKER_1)
+    assert detect_rank_facts(launch_environments(), {**PADDLEJOB_WORKER_1, "PADDLE_NNODES": "1"}) == SINGLE_PROCESS
     # ... and the launcher started in the pod numbers the ranks: the second pod's second process of 2 + 2
     worker = {**PADDLEJOB_WORKER_1, "PADDLE_TRAINER_ID": "3", "PADDLE_TRAINERS_NUM": "4", "PADDLE_LOCAL_RANK": "1",
               "PADDLE_LOCAL_SIZE": "2", "PADDLE_MASTER": "train-worker-0:37777"}

@@ -15,7 +15,7 @@ from typing import Mapping, Optional
 import paddle.distributed as dist
 
 from fastcore_train.parallel.launch import free_port
-from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts
+from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts, refuse_unlaunched_node
 from fastcore_train.parallel.slurm import adopt_slurm, local_world_size, slurm_facts, task_hosts
 
 
@@ -27,6 +27,8 @@ def world_from_environment() -> Optional[RankFacts]:
         facts = slurm_facts()
         if facts is not None:
             adopt_slurm(slurm_variables(facts, os.environ))
+        else:
+            refuse_unlaunched_node()  # a PaddleJob pod started without paddle's launcher
     return facts
 
 

@@ -19,3 +19,24 @@ def test_the_gloo_race_is_named_with_what_to_do():
 def test_other_errors_are_left_as_they_are():
     other = RuntimeError("The unique key 0 already exists in the map.")
     assert explain_gloo_start_failure(other, 4) is other
+
+
+def test_a_paddlejob_pod_without_paddles_launcher_is_refused_before_anything_is_built(monkeypatch):
+    # What the Kubeflow PaddleJob operator sets in a pod of a 2-node job: its node count and master, for
+    # paddle's launcher to read; `python train.py` without the launcher must not train alone as a world of 1.
+    import numpy as np
+    import paddle
+    import pytest
+    from paddle.io import DataLoader, TensorDataset
+
+    from fastcore_train import Trainer
+    from fastcore_train.parallel.environment import UnlaunchedNodeError
+
+    monkeypatch.setenv("KUBERNETES_SERVICE_HOST", "10.0.0.1")
+    monkeypatch.setenv("PADDLE_MASTER", "train-worker-0:37777")
+    monkeypatch.setenv("PADDLE_NNODES", "2")
+    data = TensorDataset([paddle.to_tensor(np.zeros((4, 2), "float32")), paddle.to_tensor(np.zeros(4, "int64"))])
+    model = paddle.nn.Linear(2, 2)
+    with pytest.raises(UnlaunchedNodeError, match=r"PADDLE_NNODES=2 .* python -m paddle.distributed.launch"):
+        Trainer(model, train_dataloader=DataLoader(data, batch_size=2), driver="paddle", device=None,
+                optimizers=paddle.optimizer.SGD(parameters=model.parameters()), progress_bar=None)
