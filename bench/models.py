@@ -59,17 +59,27 @@ def seeded(hands: Any, epoch: Callable[[], None]) -> Callable[[], None]:
     return run
 
 
-def contenders_for(hands: Any, workload: workloads.Workload, batches: int, dropout: bool = True
+def contenders_for(hands: Any, workload: workloads.Workload, batches: int, dropout: bool = True,
+                   extra: dict[str, dict[str, Any]] | None = None
                    ) -> tuple[dict[str, Callable[[], None]], dict[str, Any], Any, Any]:
-    """hand, hand-again (A/A) and trainer epochs over fresh loaders and models; also the models,
-    the hand loader and the Trainer."""
+    """hand, hand-again (A/A), trainer and ``extra`` (name: Trainer options) epochs over fresh
+    loaders and models; also the models, the hand loader and the Trainer."""
+    extra = extra or {}
     loader, model_and_optimizer = build(hands, workload, batches, dropout)
-    models = {name: model_and_optimizer() for name in ("hand", "hand-again", "trainer")}
+    models = {name: model_and_optimizer() for name in ("hand", "hand-again", "trainer", *extra)}
     hand_loader = loader()
     epochs = {name: hands.hand_epoch(data, *models[name], workload.loss, workload.keys)
               for name, data in (("hand", hand_loader), ("hand-again", loader()))}
     trainer, epochs["trainer"] = make_trainer_epoch(hands, loader(), *models["trainer"], None, model_summary=False)
+    for name, options in extra.items():
+        _, epochs[name] = make_trainer_epoch(hands, loader(), *models[name], None, model_summary=False, **options)
     return {name: seeded(hands, epoch) for name, epoch in epochs.items()}, models, hand_loader, trainer
+
+
+def loader_line(loader: Any) -> str:
+    """A loader's class, batch sampler and worker processes (the Trainer's must keep the workers)."""
+    return (f"{type(loader).__name__} (batch sampler {type(getattr(loader, 'batch_sampler', None)).__name__}, "
+            f"workers {getattr(loader, 'num_workers', '?')})")
 
 
 def unequal_to_hand(hands: Any, models: dict[str, Any]) -> list[str]:
@@ -90,11 +100,13 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     """One model's interleaved rounds; prints its table and verdict lines, returns the figures."""
     workload = workloads.get(name)
     batches = args.batches or DEFAULT_BATCHES[name]
-    contenders, models, hand_loader, trainer = contenders_for(hands, workload, batches)
+    draws = workload.name == "cnn"  # the only workload with dropout
+    # Backend options worth a line of their own where the model draws random numbers (oneflow: no reseed).
+    extra = getattr(hands, "DROPOUT_TRAINERS", {}) if draws else {}
+    contenders, models, hand_loader, trainer = contenders_for(hands, workload, batches, extra=extra)
     walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     unequal = unequal_to_hand(hands, models)
-    fair = not unequal
-    draws = workload.name == "cnn"  # the only workload with dropout
+    fair = "trainer" not in unequal and "hand-again" not in unequal
     note = getattr(hands, "DROPOUT_NOTE", "") if draws else ""
 
     print(f"\n[{name}] {workloads.describe(workload)}; {batches} batches/round, {args.rounds} rounds "
@@ -102,20 +114,20 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     if workload.transform is not None:
         print(f"[{name}] per-sample work in __getitem__: {workloads.per_sample_ms(workload):.2f} ms "
               "(in this process)")
-    print(f"[{name}] hand loader: {type(hand_loader).__name__} "
-          f"(batch sampler {type(getattr(hand_loader, 'batch_sampler', None)).__name__}, "
-          f"workers {workload.workers}); Trainer's batch sampler: "
-          f"{type(getattr(trainer.dataloader, 'batch_sampler', None)).__name__}")
+    print(f"[{name}] hand loader: {loader_line(hand_loader)}; Trainer's loader: {loader_line(trainer.dataloader)}")
     _rounds.print_table(walls, cpus, batches)
     control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
     ratio = _rounds.ratio_line("trainer", walls, batches)
+    for extra_name in extra:
+        _rounds.ratio_line(extra_name, walls, batches)
     off = None
-    if not fair and note and "hand-again" not in unequal:
+    if note and "trainer" in unequal and "hand-again" not in unequal:
         off = dropout_off_check(hands, workload, min(batches, 8))
     print(f"[{name}] A/A control hand-again/hand (median of {args.rounds} rounds): {control:.3f}")
     print(f"[{name}] trainer/hand (median of {args.rounds} rounds): {ratio:.3f}  target <= {TARGET:.2f}  "
           f"{'PASS' if ratio <= TARGET else 'MISS'}")
-    verdict = "yes" if fair else "NO (" + ", ".join(unequal) + " differ" + (f": {note}" if note else "") + ")"
+    verdict = ("yes" if fair else "NO") + (f" ({', '.join(unequal)} differ{': ' + note if note and not fair else ''})"
+                                           if unequal else "")
     print(f"[{name}] bit-identical weights (trainer vs hand): {verdict}")
     if off is not None:
         print(f"[{name}] bit-identical weights with dropout off (trainer vs hand): {'yes' if off else 'NO'}")
