@@ -15,7 +15,7 @@ Reported per model: the table of ``bench/overhead.py``, ``trainer/hand`` against
 (jittor, oneflow: for exact resume) makes dropout draw other numbers, a short run with dropout
 off checks the rest of the arithmetic is the same. It is a measurement, not a test: exit status 0.
 
-    python bench/models.py [--backend torch] [--model all] [--rounds 8] [--batches N] [--threads 1] [--profile]
+    python bench/models.py [--backend torch] [--model all] [--rounds 7] [--batches N] [--threads 1] [--profile]
 """
 from __future__ import annotations
 
@@ -35,8 +35,7 @@ from bench.hands import workloads  # noqa: E402
 from bench.overhead import TARGET, make_trainer_epoch, profile_trainer, same_weights, set_thread_env  # noqa: E402
 
 SEED = 0
-#: batches per round (one epoch) by default: about 1-2 s per epoch on one core of the 2-core dev VM
-DEFAULT_BATCHES = {"cnn": 20, "transformer": 40, "loader": 40}
+DEFAULT_BATCHES = workloads.DEFAULT_BATCHES
 
 
 def build(hands: Any, workload: workloads.Workload, batches: int, dropout: bool = True
@@ -76,17 +75,17 @@ def contenders_for(hands: Any, workload: workloads.Workload, batches: int, dropo
     return {name: seeded(hands, epoch) for name, epoch in epochs.items()}, models, hand_loader, trainer
 
 
-def loader_line(loader: Any) -> str:
-    """A loader's class, batch sampler and worker processes (the Trainer's must keep the workers)."""
+def loader_line(hands: Any, loader: Any) -> str:
+    """A loader's class, batch sampler and worker processes (the Trainer's should keep the workers)."""
     return (f"{type(loader).__name__} (batch sampler {type(getattr(loader, 'batch_sampler', None)).__name__}, "
-            f"workers {getattr(loader, 'num_workers', '?')})")
+            f"workers {hands.loader_workers(loader)})")
 
 
 def unequal_to_hand(hands: Any, models: dict[str, Any]) -> list[str]:
     return [name for name in models if not same_weights(hands, models["hand"][0], models[name][0])]
 
 
-def dropout_off_check(hands: Any, workload: workloads.Workload, batches: int, epochs: int = 2) -> bool:
+def dropout_off_check(hands: Any, workload: workloads.Workload, batches: int, epochs: int = 1) -> bool:
     """Trainer and hand loop with dropout off, ``epochs`` epochs each: bit-identical weights?"""
     contenders, models, _, _ = contenders_for(hands, workload, batches, dropout=False)
     for _ in range(epochs):
@@ -114,7 +113,7 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     if workload.transform is not None:
         print(f"[{name}] per-sample work in __getitem__: {workloads.per_sample_ms(workload):.2f} ms "
               "(in this process)")
-    print(f"[{name}] hand loader: {loader_line(hand_loader)}; Trainer's loader: {loader_line(trainer.dataloader)}")
+    print(f"[{name}] hand loader: {loader_line(hands, hand_loader)}; Trainer's loader: {loader_line(hands, trainer.dataloader)}")
     _rounds.print_table(walls, cpus, batches)
     control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
     ratio = _rounds.ratio_line("trainer", walls, batches)
@@ -137,7 +136,7 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
 
 
 def parse_args(argv: Any) -> argparse.Namespace:
-    parser = _rounds.bench_parser(__doc__.split("\n\n")[0], BACKENDS, rounds=8)
+    parser = _rounds.bench_parser(__doc__.split("\n\n")[0], BACKENDS, rounds=7)
     parser.add_argument("--model", choices=(*workloads.WORKLOADS, "all"), default="all",
                         help="workload (default all three)")
     parser.add_argument("--batches", type=int, default=0,

@@ -132,6 +132,12 @@ def hand_epoch(loader, model, optimizer, loss: str = "cross_entropy", keys: tupl
     return epoch
 
 
+def loader_workers(loader: Any) -> int:
+    """Worker processes the loader runs: a jittor Dataset's ``num_workers``; the Trainer's copy of one
+    (``SampledDataset``) reads its samples in this process."""
+    return loader.num_workers if isinstance(loader, Dataset) else 0
+
+
 def finish() -> None:
     jt.sync_all(True)  # jittor is lazy: run what is queued
 

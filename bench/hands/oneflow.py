@@ -139,6 +139,11 @@ def hand_epoch(loader, model, optimizer, loss: str = "cross_entropy", keys: tupl
     return epoch
 
 
+def loader_workers(loader: Any) -> int:
+    """Worker processes the loader runs."""
+    return loader.num_workers
+
+
 def finish() -> None:
     flow._oneflow_internal.eager.Sync()  # oneflow runs ops asynchronously: wait for them
 

@@ -127,6 +127,11 @@ def hand_epoch(loader, model, optimizer, loss: str = "cross_entropy", keys: tupl
     return epoch
 
 
+def loader_workers(loader: Any) -> int:
+    """Worker processes the loader runs."""
+    return loader.num_workers
+
+
 def finish() -> None:
     """Eager and synchronous on CPU: nothing is queued."""
 

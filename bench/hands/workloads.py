@@ -23,6 +23,8 @@ WORKLOADS = ("cnn", "transformer", "loader")
 IMAGE = 28          # the CNN's input side (MNIST's)
 CROP = 16           # the loader workload's sample side (a 16x16 crop, 256 features)
 LOADER_SIZES = (CROP * CROP, 64, 10)
+#: batches per round (one epoch) by default, per workload
+DEFAULT_BATCHES = {"cnn": 40, "transformer": 48, "loader": 80}  # ~4 s per torch epoch, 1 thread
 BLUR_PASSES = 30    # the loader workload's per-sample work: ~1 ms of numpy per sample
 
 
