@@ -20,7 +20,6 @@ off checks the rest of the arithmetic is the same. It is a measurement, not a te
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 from pathlib import Path
 from typing import Any, Callable
