@@ -1,4 +1,5 @@
-"""``bench/overhead.py`` runs on the selected backend: one round of a few batches, fair race, RSS line.
+"""``bench/overhead.py`` and ``bench/models.py`` run on the selected backend: one round of a few batches,
+fair races (bit-identical weights where the framework allows), the verdict lines.
 
 A smoke test of the benchmark's machinery, not a timing: speed is read from the bench's output,
 never asserted here.
