@@ -1,15 +1,19 @@
 """The hand loop in PyTorch: ``torch.utils.data.DataLoader`` over a map-style dataset."""
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any, Callable, Optional
 
+import numpy as np
 import torch
+import torch.nn.functional as F
 from torch.utils.data import DataLoader, Dataset
 
 from bench.hands import BATCH_SIZE, LR, SIZES, make_data
+from bench.hands.workloads import LOADER_SIZES, Workload
 
 NAME = "torch"
 TRAINER_KWARGS = {"driver": "torch", "device": "cpu"}
+LOSSES = {"cross_entropy": F.cross_entropy, "nll": F.nll_loss}
 
 
 def version() -> str:
@@ -18,6 +22,11 @@ def version() -> str:
 
 def configure(threads: int) -> None:
     torch.set_num_threads(threads)
+
+
+def seed(value: int) -> None:
+    """The framework's global random seed (initial weights, dropout)."""
+    torch.manual_seed(value)
 
 
 class MLP(torch.nn.Module):
@@ -34,46 +43,93 @@ class MLP(torch.nn.Module):
         return self.layers(x)
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"loss": torch.nn.functional.cross_entropy(self(x), y)}
+        return {"loss": F.cross_entropy(self(x), y)}
+
+
+class CNN(torch.nn.Module):
+    """pytorch/examples' MNIST net (Accelerate's tutorial's BasicNet): log-probabilities out."""
+
+    def __init__(self, dropout: bool = True) -> None:
+        super().__init__()
+        self.conv1, self.conv2 = torch.nn.Conv2d(1, 32, 3, 1), torch.nn.Conv2d(32, 64, 3, 1)
+        self.dropout1 = torch.nn.Dropout(0.25 if dropout else 0.0)
+        self.dropout2 = torch.nn.Dropout(0.5 if dropout else 0.0)
+        self.fc1, self.fc2 = torch.nn.Linear(9216, 128), torch.nn.Linear(128, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = F.max_pool2d(F.relu(self.conv2(F.relu(self.conv1(x)))), 2)
+        x = F.relu(self.fc1(torch.flatten(self.dropout1(x), 1)))
+        return F.log_softmax(self.fc2(self.dropout2(x)), dim=1)
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
+        return {"loss": F.nll_loss(self(x), y)}
 
 
 class DictDataset(Dataset):
-    """Rows of pre-generated arrays as ``{"x": ..., "y": ...}`` samples."""
+    """Rows of named columns as ``{name: value}`` samples; with ``transform(sample, index)`` applied
+    (numpy work in ``__getitem__``, as a real dataset does) when given."""
 
-    def __init__(self, x: Any, y: Any) -> None:
-        self.x, self.y = torch.from_numpy(x), torch.from_numpy(y)
+    def __init__(self, columns: dict[str, np.ndarray], transform: Optional[Callable] = None) -> None:
+        self.transform = transform
+        self.columns = columns if transform else {k: torch.from_numpy(v) for k, v in columns.items()}
+        self.length = len(next(iter(columns.values())))
 
     def __len__(self) -> int:
-        return len(self.x)
+        return self.length
 
-    def __getitem__(self, index: int) -> dict[str, torch.Tensor]:
-        return {"x": self.x[index], "y": self.y[index]}
+    def __getitem__(self, index: int) -> dict[str, Any]:
+        sample = {name: column[index] for name, column in self.columns.items()}
+        return self.transform(sample, index) if self.transform else sample
 
 
-def build_task(batches: int, seed: int = 0):
-    dataset = DictDataset(*make_data(batches, seed))
+def make_loader(columns: dict[str, np.ndarray], batch_size: int, workers: int = 0,
+                transform: Optional[Callable] = None) -> Callable[[], DataLoader]:
+    """A factory of fresh loaders of this framework's own kind over the same samples, in order."""
+    dataset = DictDataset(columns, transform)
+    return lambda: DataLoader(dataset, batch_size=batch_size, shuffle=False, num_workers=workers)
 
-    def loader() -> DataLoader:
-        return DataLoader(dataset, batch_size=BATCH_SIZE, shuffle=False)
+
+def build_model(workload: Workload, seed_value: int, dropout: bool = True) -> torch.nn.Module:
+    """The workload's model, the same initial weights for the same seed."""
+    if workload.name == "transformer":
+        from examples.text_classification.models.torch import build_classifier
+        return build_classifier(seed=seed_value)  # numpy initial weights, the same on every framework
+    seed(seed_value)
+    return CNN(dropout) if workload.name == "cnn" else MLP(LOADER_SIZES)
+
+
+def make_optimizer(kind: str, model: torch.nn.Module, lr: float) -> torch.optim.Optimizer:
+    return (torch.optim.Adam if kind == "adam" else torch.optim.SGD)(model.parameters(), lr=lr)
+
+
+def build_task(batches: int, seed_value: int = 0):
+    x, y = make_data(batches, seed_value)
+    loader = make_loader({"x": x, "y": y}, BATCH_SIZE)
 
     def model_and_optimizer():
-        torch.manual_seed(seed)  # every contender starts from the same weights
+        seed(seed_value)  # every contender starts from the same weights
         model = MLP()
         return model, torch.optim.SGD(model.parameters(), lr=LR)
     return loader, model_and_optimizer
 
 
-def hand_epoch(loader, model, optimizer) -> Callable[[], None]:
-    cross_entropy = torch.nn.functional.cross_entropy
+def hand_epoch(loader, model, optimizer, loss: str = "cross_entropy", keys: tuple[str, str] = ("x", "y")
+               ) -> Callable[[], None]:
+    loss_fn, (inputs, target) = LOSSES[loss], keys
 
     def epoch() -> None:
         model.train()
         for batch in loader:
-            loss = cross_entropy(model(batch["x"]), batch["y"])
-            loss.backward()
+            value = loss_fn(model(batch[inputs]), batch[target])
+            value.backward()
             optimizer.step()
             optimizer.zero_grad(set_to_none=True)  # what the torch driver does by default
     return epoch
+
+
+def loader_workers(loader: Any) -> int:
+    """Worker processes the loader runs."""
+    return loader.num_workers
 
 
 def finish() -> None:
