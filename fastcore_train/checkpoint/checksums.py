@@ -134,8 +134,11 @@ def write_hashed(path: Path, write: Callable[[BinaryIO], None]) -> Optional[str]
         return hashing.hexdigest
 
 
-def _hash_pool(jobs: int) -> ThreadPoolExecutor:
-    return ThreadPoolExecutor(max_workers=max(1, min(4, jobs, os.cpu_count() or 1)), thread_name_prefix="fastcore-hash")
+def _hash_pool(jobs: int, spare_a_core: bool = False) -> ThreadPoolExecutor:
+    """Up to 4 hashing threads, no more than ``jobs`` nor the cores (less one with ``spare_a_core``:
+    the training thread reads meanwhile)."""
+    cores = (os.cpu_count() or 1) - (1 if spare_a_core else 0)
+    return ThreadPoolExecutor(max_workers=max(1, min(4, jobs, cores)), thread_name_prefix="fastcore-hash")
 
 
 class BackgroundHashes:
@@ -250,7 +253,7 @@ class Verification:
         # The largest first: they take longest, and the framework reads them first.
         todo.sort(key=lambda item: -item[0].stat().st_size)
         if todo:
-            self._pool = _hash_pool(len(todo))
+            self._pool = _hash_pool(len(todo), spare_a_core=True)
             self._pending = [(path, expected, self._pool.submit(digest_of_file, path, algorithm))
                              for path, expected in todo]
         self._order = {name: index for index, name in enumerate(checksums)}
