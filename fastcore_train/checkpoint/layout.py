@@ -162,6 +162,9 @@ class CheckpointContent:
     snapshot: Optional[HostSnapshot] = None
     #: the files written by path (no checksum from the write), hashed on helper threads meanwhile
     background: Optional[BackgroundHashes] = None
+    #: False for collective saving: other ranks may still be writing into the same folders, so
+    #: those files are hashed by rank 0 only once every rank has written (:meth:`write_meta`)
+    hash_beside_writes: bool = True
 
     def write(self, staging: Path) -> None:
         if self.snapshot is not None:
@@ -172,7 +175,7 @@ class CheckpointContent:
                 digest = write(staging / name)
                 if digest is not None:
                     self.digests[name] = digest
-                elif name and (staging / name).exists():  # hashed from the page cache while the next is written
+                elif name and self.hash_beside_writes and (staging / name).exists():  # (while the next is written)
                     self.background.add(staging / name)
         except BaseException:
             self.background.close()
@@ -265,7 +268,7 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
                 files.append((name, _text_file(json_text(data))))
             else:
                 files.append((name, lambda path, data=data: _text_file(json_text(data))(path)))
-    return CheckpointContent(meta, files, snapshot=host)
+    return CheckpointContent(meta, files, snapshot=host, hash_beside_writes=not io.collective_save)
 
 
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
