@@ -19,10 +19,12 @@ def run_bench(*argv: str) -> str:
 
 def test_checkpoint_bench_runs_one_round_on_a_small_model(backend_name, tmp_path):
     out = run_bench(str(ROOT / "bench" / "checkpoint.py"), "--backend", backend_name, "--rounds", "1",
-                    "--features", "16", "--hidden", "32", "--dir", str(tmp_path))
+                    "--features", "16", "--hidden", "32", "--dir", str(tmp_path), "--profile")
     assert f"fastcore_train checkpoint cost ({backend_name})" in out
     for line in ("raw (framework save)", "save_checkpoint (blocking)", "save_checkpoint(blocking=False)", "load_checkpoint",
-                 "world size 4: rank 0", "sync save / raw save (blocked): median", "async stall / raw save (blocked): median"):
+                 "world size 4: rank 0", "sync save / raw save (blocked): median", "async stall / raw save (blocked): median",
+                 "load_checkpoint / raw load: median", "raw + fsync / raw save: median",
+                 "cProfile of one save_checkpoint", "cProfile of one load_checkpoint"):
         assert line in out, out
     assert list(tmp_path.iterdir()) == [], "the bench removes what it wrote"
 

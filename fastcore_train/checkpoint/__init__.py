@@ -6,7 +6,7 @@ The names users and the rest of the package use are re-exported here, so
 ``from fastcore_train.checkpoint import CheckpointError`` and ``checkpoint.write_checkpoint``
 read as before the subpackage existed.
 """
-from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, file_checksums,
+from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, Verification, file_checksums,
                                                  verify_checksums, write_hashed)
 from fastcore_train.checkpoint.errors import (CheckpointChecksumError, CheckpointError, CheckpointStateError,
                                               CheckpointTargetError)
@@ -24,7 +24,7 @@ from fastcore_train.checkpoint.target import (check_checkpoint_target, checkpoin
 __all__ = [
     "ALGORITHM", "ALGORITHM_KEY", "CALLBACK_STATE_FILE", "FORMAT_VERSION", "LEGACY_CALLBACK_STATE_FILE", "LR_POSITION",
     "META_FILE", "MODEL_STEM", "OPTIMIZERS_KEY", "RANK_STATE_FILE", "READABLE_FORMATS", "TRAINER_STATE_FILE",
-    "TRAINING_STATE_STEM", "CheckpointChecksumError", "CheckpointContent", "CheckpointError", "CheckpointStateError",
+    "TRAINING_STATE_STEM", "Verification", "CheckpointChecksumError", "CheckpointContent", "CheckpointError", "CheckpointStateError",
     "CheckpointTargetError", "check_checkpoint_target", "check_snapshot_options", "checkpoint_content",
     "checkpoint_target_problem", "concurrent_writer_problem", "encode_callback_states", "file_checksums",
     "is_checkpoint_folder", "json_text", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",

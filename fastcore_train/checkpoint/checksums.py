@@ -5,8 +5,15 @@ The checksum is XXH3-128 (the ``xxhash`` package): it catches damage (a copy cut
 bit, an edit) as surely as a cryptographic hash does, at ~20 GB/s instead of sha256's ~1.7 GB/s,
 so hashing a 300 MB checkpoint costs ~15 ms rather than as much as writing it. It is not a
 signature: whoever can change a file can change ``meta.json`` too (what loading refuses to run
-is decided by the safe loaders, not by checksums). Files written through :class:`HashingFile`
-are hashed while they are written; the others are read back (from the page cache) and hashed.
+is decided by the safe loaders, not by checksums).
+
+Saving: files written through :class:`HashingFile` (every backend's model and training state but
+oneflow's, the JSON and random-state files) are hashed while they are written, on a helper thread
+beside each large write; a file a framework writes by path alone (oneflow's folders) is hashed
+from the page cache on a helper thread (:class:`BackgroundHashes`) while the next one is written.
+Loading: :class:`Verification` hashes every listed file on helper threads while the framework
+reads them, and is joined before anything read is put into the model (xxhash releases the GIL),
+so the check costs no second pass on the training thread.
 Checkpoints written before format 4 recorded sha256 and are verified with it.
 """
 from __future__ import annotations
@@ -18,6 +25,7 @@ import os
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import TracebackType
 from typing import Any, BinaryIO, Callable, Optional
 
 import xxhash
@@ -64,11 +72,13 @@ class HashingFile(io.RawIOBase):
     #: Blocks at least this large are hashed beside their write (smaller ones inline).
     PARALLEL_BLOCK = 4 << 20
 
-    def __init__(self, handle: BinaryIO) -> None:
+    def __init__(self, handle: BinaryIO, hasher: Any = None) -> None:
+        """``handle``: where the bytes go (a file, or another HashingFile to compute two hashes at
+        once); ``hasher``: the hash object (default: a new XXH3-128)."""
         super().__init__()
         self._handle = handle
-        self.name = handle.name  # the path, as a file object's name is
-        self._digest = new_hasher()
+        self.name = getattr(handle, "name", None)  # the path, as a file object's name is
+        self._digest = new_hasher() if hasher is None else hasher
         self._position = 0
         self._valid = True
 
@@ -124,6 +134,45 @@ def write_hashed(path: Path, write: Callable[[BinaryIO], None]) -> Optional[str]
         return hashing.hexdigest
 
 
+def _hash_pool(jobs: int, spare_a_core: bool = False) -> ThreadPoolExecutor:
+    """Up to 4 hashing threads, no more than ``jobs`` nor the cores (less one with ``spare_a_core``:
+    the training thread reads meanwhile)."""
+    cores = (os.cpu_count() or 1) - (1 if spare_a_core else 0)
+    return ThreadPoolExecutor(max_workers=max(1, min(4, jobs, cores)), thread_name_prefix="fastcore-hash")
+
+
+class BackgroundHashes:
+    """Checksums of files a framework wrote by path (it takes no file object), computed on helper
+    threads from the page cache while the training thread writes the next file: :meth:`add` after
+    each such file (or folder) is written, :meth:`result` once all are. :meth:`close` (also on
+    an error) waits for the threads."""
+
+    def __init__(self, staging: Path) -> None:
+        self._staging = staging
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pending: dict[str, Any] = {}
+
+    def add(self, path: Path) -> None:
+        """Start hashing ``path``: a file, or every file of a folder."""
+        files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if p.is_file())
+        if self._pool is None:
+            self._pool = _hash_pool(4)
+        for file in files:
+            self._pending[file.relative_to(self._staging).as_posix()] = self._pool.submit(digest_of_file, file)
+
+    def result(self) -> dict[str, str]:
+        """``{relative posix path: checksum}`` of every file added; raises a hashing error."""
+        try:
+            return {name: future.result() for name, future in self._pending.items()}
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+
 def file_checksums(folder: Path, known: Optional[dict[str, str]] = None) -> dict[str, str]:
     """``{relative posix path: checksum}`` of every file under ``folder`` but its ``meta.json``;
     ``known`` holds checksums already computed while writing. The others are hashed in parallel
@@ -132,7 +181,7 @@ def file_checksums(folder: Path, known: Optional[dict[str, str]] = None) -> dict
     paths = [path for path in sorted(folder.rglob("*")) if path.is_file() and path != folder / META_FILE]
     names = [path.relative_to(folder).as_posix() for path in paths]
     todo = [path for path, name in zip(paths, names) if name not in known]
-    with ThreadPoolExecutor(max_workers=max(1, min(4, len(todo), os.cpu_count() or 1))) as pool:
+    with _hash_pool(len(todo)) as pool:
         computed = dict(zip(todo, pool.map(digest_of_file, todo)))
     return {name: known[name] if name in known else computed[path] for path, name in zip(paths, names)}
 
@@ -166,25 +215,71 @@ def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
     gone from a folder that is still there (a whole missing entry is left to the loader, which
     names what it misses). Files added later are not checked. A checkpoint written before
     checksums existed (format < 4 without them) is loaded unchecked (said once, at INFO); one of
-    format 4 on without them is :class:`CheckpointChecksumError` naming ``meta.json``."""
-    checksums = meta.get("checksums")
-    _check_checksum_record(folder, meta)
-    if checksums is None:
-        logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
-                    "loaded without checking them.", str(folder))
-        return
-    algorithm = meta.get(ALGORITHM_KEY, "sha256")
-    new_hasher(algorithm)  # an unknown algorithm is an error before any file is read
-    for name, expected in checksums.items():
-        path = folder / name
-        if not path.is_file():
-            if not (folder / Path(name).parts[0]).exists():
-                continue  # a whole entry is gone: the loader names it if it needs it (require_file)
-            raise CheckpointError(f"The checkpoint misses its file {str(path)!r}, listed in its {META_FILE}; "
-                                  "it is damaged or incomplete. Resume from another checkpoint.")
-        if digest_of_file(path, algorithm) != expected:
-            raise CheckpointChecksumError(
-                f"Checkpoint file {str(path)!r} is not the file that was saved: its {algorithm} checksum differs "
-                f"from the one recorded in {META_FILE}, so it was changed or damaged after saving (a copy cut "
-                f"short, a disk error, an edit; or {META_FILE}'s record of it was). It was not loaded; resume from another checkpoint, e.g. an "
-                "earlier one.")
+    format 4 on without them is :class:`CheckpointChecksumError` naming ``meta.json``.
+    (:class:`Verification` does the same beside the framework's reads.)"""
+    with Verification(folder, meta) as verification:
+        verification.result()
+
+
+class Verification:
+    """The check of :func:`verify_checksums`, run on helper threads: what needs no file content
+    (the record is whole, the algorithm known, no listed file missing) is checked at once, in the
+    constructor; the files are hashed in the background while the caller reads them, and
+    :meth:`result` waits for the hashes and raises the first mismatch, in the record's order.
+    Use it as a context manager so that the threads are joined whatever happens; call
+    :meth:`result` before putting anything read into the model."""
+
+    def __init__(self, folder: Path, meta: dict[str, Any]) -> None:
+        self._folder = folder
+        self._pool: Optional[ThreadPoolExecutor] = None
+        self._pending: list[tuple[Path, str, Any]] = []
+        checksums = meta.get("checksums")
+        _check_checksum_record(folder, meta)
+        if checksums is None:
+            logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
+                        "loaded without checking them.", str(folder))
+            return
+        self._algorithm = algorithm = meta.get(ALGORITHM_KEY, "sha256")
+        new_hasher(algorithm)  # an unknown algorithm is an error before any file is read
+        todo = []
+        for name, expected in checksums.items():
+            path = folder / name
+            if not path.is_file():
+                if not (folder / Path(name).parts[0]).exists():
+                    continue  # a whole entry is gone: the loader names it if it needs it (require_file)
+                raise CheckpointError(f"The checkpoint misses its file {str(path)!r}, listed in its {META_FILE}; "
+                                      "it is damaged or incomplete. Resume from another checkpoint.")
+            todo.append((path, expected))
+        # The largest first: they take longest, and the framework reads them first.
+        todo.sort(key=lambda item: -item[0].stat().st_size)
+        if todo:
+            self._pool = _hash_pool(len(todo), spare_a_core=True)
+            self._pending = [(path, expected, self._pool.submit(digest_of_file, path, algorithm))
+                             for path, expected in todo]
+        self._order = {name: index for index, name in enumerate(checksums)}
+
+    def result(self) -> None:
+        """Wait for every hash; raise :class:`CheckpointChecksumError` for the first file (in
+        ``meta.json``'s order) that differs, or the error reading one."""
+        try:
+            pending = sorted(self._pending, key=lambda item: self._order[item[0].relative_to(self._folder).as_posix()])
+            for path, expected, future in pending:
+                if future.result() != expected:
+                    raise CheckpointChecksumError(
+                        f"Checkpoint file {str(path)!r} is not the file that was saved: its {self._algorithm} checksum "
+                        f"differs from the one recorded in {META_FILE}, so it was changed or damaged after saving (a "
+                        f"copy cut short, a disk error, an edit; or {META_FILE}'s record of it was). It was not "
+                        "loaded; resume from another checkpoint, e.g. an earlier one.")
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> "Verification":
+        return self
+
+    def __exit__(self, kind: Optional[type], error: Optional[BaseException], trace: Optional[TracebackType]) -> None:
+        self.close()

@@ -36,8 +36,8 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Optional
 
-from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, file_checksums, verify_checksums,
-                                                 write_hashed)
+from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, BackgroundHashes, Verification,
+                                                 file_checksums, verify_checksums, write_hashed)
 from fastcore_train.checkpoint.errors import CheckpointError, CheckpointStateError
 from fastcore_train.checkpoint.target import check_checkpoint_target
 from fastcore_train.drivers.driver import Driver
@@ -160,16 +160,30 @@ class CheckpointContent:
     files: list[tuple[str, Callable[[Path], Optional[str]]]]
     digests: dict[str, str] = dataclasses.field(default_factory=dict)
     snapshot: Optional[HostSnapshot] = None
+    #: the files written by path (no checksum from the write), hashed on helper threads meanwhile
+    background: Optional[BackgroundHashes] = None
+    #: False for collective saving: other ranks may still be writing into the same folders, so
+    #: those files are hashed by rank 0 only once every rank has written (:meth:`write_meta`)
+    hash_beside_writes: bool = True
 
     def write(self, staging: Path) -> None:
         if self.snapshot is not None:
             self.snapshot.complete()
-        for name, write in self.files:
-            digest = write(staging / name)
-            if digest is not None:
-                self.digests[name] = digest
+        self.background = BackgroundHashes(staging)
+        try:
+            for name, write in self.files:
+                digest = write(staging / name)
+                if digest is not None:
+                    self.digests[name] = digest
+                elif name and self.hash_beside_writes and (staging / name).exists():  # (while the next is written)
+                    self.background.add(staging / name)
+        except BaseException:
+            self.background.close()
+            raise
 
     def write_meta(self, staging: Path) -> None:
+        if self.background is not None:
+            self.digests.update(self.background.result())
         checksums = file_checksums(staging, known=self.digests)
         write_json(staging / META_FILE, dict(self.meta, checksums=checksums, **{ALGORITHM_KEY: ALGORITHM}))
 
@@ -182,11 +196,12 @@ def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only
                          "blocking=True for those.")
 
 
-def _framework_file(driver: Driver, write: Callable[[Any], None]) -> Callable[[Path], Optional[str]]:
+def _framework_file(driver: Driver, write: Callable[[Any], None],
+                    to_file_object: bool = True) -> Callable[[Path], Optional[str]]:
     """A file writer for ``write(target)`` (a framework's save): through a
     :class:`~fastcore_train.checkpoint.checksums.HashingFile` when the backend saves to file
     objects (its checksum is then known when the write ends), else to the path."""
-    if driver.io.hashes_while_writing:
+    if driver.io.hashes_while_writing and to_file_object:
         return lambda path: write_hashed(path, write)
 
     def to_path(path: Path) -> None:  # (no checksum yet: the file is hashed when meta.json is written)
@@ -239,7 +254,8 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
                 files.append(("", lambda path: _no_checksum(model_save_fn(path))))
         elif writes_model:
             files.append((model_name, _framework_file(
-                driver, lambda target: io.save_model(target, only_state_dict=only_state_dict))))
+                driver, lambda target: io.save_model(target, only_state_dict=only_state_dict),
+                to_file_object=only_state_dict or io.saves_whole_model_to_file_objects)))
         if writes_model:
             files.append((state_name, _framework_file(driver, io.save_training_state)))
     if rank_state is not None:
@@ -252,7 +268,7 @@ def checkpoint_content(driver: Driver, trainer_state: dict[str, Any], callback_s
                 files.append((name, _text_file(json_text(data))))
             else:
                 files.append((name, lambda path, data=data: _text_file(json_text(data))(path)))
-    return CheckpointContent(meta, files, snapshot=host)
+    return CheckpointContent(meta, files, snapshot=host, hash_beside_writes=not io.collective_save)
 
 
 def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[str, Any],
@@ -293,10 +309,12 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
     return folder
 
 
-def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
+def read_meta(folder: os.PathLike, driver: Driver, verify: bool = True) -> dict[str, Any]:
     """Check that ``folder`` is a checkpoint this driver can load and return its metadata.
 
-    Every file's checksum is verified too (see :func:`verify_checksums`)."""
+    Every file's checksum is verified too (see :func:`verify_checksums`), unless ``verify=False``:
+    the caller then verifies with a :class:`~fastcore_train.checkpoint.checksums.Verification`
+    beside its reads (``load_checkpoint``)."""
     folder = recover_folder(folder, notify=logger.warning)
     if not folder.is_dir():
         raise FileNotFoundError(
@@ -324,7 +342,8 @@ def read_meta(folder: os.PathLike, driver: Driver) -> dict[str, Any]:
             f"Checkpoint {str(folder)!r} was written by the {meta.get('backend')!r} backend; this "
             f"trainer uses {driver.backend!r}. Load it with a {meta.get('backend')} model and driver."
         )
-    verify_checksums(folder, meta)
+    if verify:
+        verify_checksums(folder, meta)
     meta["folder"] = str(folder)
     return meta
 

@@ -11,7 +11,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, Callable, Optional, Sequence, TypeVar
 
 from fastcore_train.checkpoint import OPTIMIZERS_KEY, CheckpointError  # noqa: F401 (OPTIMIZERS_KEY: its old home)
 from fastcore_train.utils.safe_pickle import UnsafePickleError
@@ -69,3 +69,13 @@ def load_checked(path: Path, what: str, load: Callable[[], None]) -> None:
             "damaged or incomplete (a copy or a save cut short, a full disk), or it was not written for this "
             "model and optimizer (another model, other layer shapes). Save it again, or load another "
             "checkpoint.") from error
+
+
+Read = TypeVar("Read")
+
+
+def read_checked(path: Path, what: str, read: Callable[[], Read]) -> Read:
+    """``read()``'s result, its errors turned into CheckpointErrors as :func:`load_checked` does."""
+    result: list[Read] = []
+    load_checked(path, what, lambda: result.append(read()))
+    return result[0]

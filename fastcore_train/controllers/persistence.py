@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional, Union
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.checkpoint.async_writer import AsyncCheckpointWriter, flush_in_background, start_async_checkpoint
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
-                                                          optimizer_classes)
+                                                          optimizer_classes, read_checked)
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.convert.weights import LAYERS_KEY, layout_record
 from fastcore_train.drivers.driver import Driver
@@ -181,18 +181,31 @@ class PersistenceMixin:
         the same data order and random streams as an uninterrupted run.
         """
         self.wait_for_checkpoint()  # a save in flight is done with the live state (and the folder)
-        meta = ckpt.read_meta(folder, self.driver)
+        meta = ckpt.read_meta(folder, self.driver, verify=False)
         folder = Path(meta["folder"])
         check_optimizer_classes(meta, self._user_optimizers, folder)  # before anything is loaded
-        if model_load_fn is not None:
-            model_load_fn(folder)
+        io = self.driver.io
+        # The files are hashed on helper threads while the framework reads them; nothing read is put
+        # into the model or optimizers before every checksum matched (one pass over the files).
+        with ckpt.Verification(folder, meta) as verification:
+            try:
+                apply_model = None
+                if model_load_fn is None:
+                    path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
+                    only = meta.get("only_state_dict", only_state_dict)
+                    apply_model = read_checked(path, "model", lambda: io.model_reader(path, only_state_dict=only))
+                state_path = ckpt.require_file(
+                    folder / f"{ckpt.TRAINING_STATE_STEM}{io.model_file_suffix}", "optimizer state")
+                apply_state = read_checked(state_path, "optimizer state", lambda: io.training_state_reader(state_path))
+            except BaseException:
+                verification.result()  # a checksum mismatch says better why a read failed
+                raise
+            verification.result()
+        if apply_model is None:
+            model_load_fn(folder)  # type: ignore[misc]
         else:
-            path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
-            only = meta.get("only_state_dict", only_state_dict)
-            load_checked(path, "model", lambda: self.driver.io.load_model(path, only_state_dict=only))
-        state_path = ckpt.require_file(
-            folder / f"{ckpt.TRAINING_STATE_STEM}{self.driver.io.model_file_suffix}", "optimizer state")
-        load_checked(state_path, "optimizer state", lambda: self.driver.io.load_training_state(state_path))
+            load_checked(path, "model", apply_model)
+        load_checked(state_path, "optimizer state", apply_state)
         if resume_training:
             saved = ckpt.read_trainer_state(folder)
             self.state.load_state_dict(saved["state"])

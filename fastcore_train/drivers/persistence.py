@@ -74,9 +74,14 @@ class Persistence(ABC):
     #: (torch's ``torch.distributed.checkpoint`` folders): the checkpoint then records the model's
     #: layer layout, which conversion needs.
     converter_reads_sharded_files: bool = False
-    #: True when the framework saves to a binary file object as well as to a path (``torch.save``):
-    #: checkpoint files are then hashed while written, with no read-back.
+    #: True when the framework saves to a binary file object as well as to a path (``torch.save``;
+    #: paddle and jittor through their backend, see theirs): :meth:`save_model`,
+    #: :meth:`save_training_state` and :meth:`write_object` then take a file object, and checkpoint
+    #: files are hashed while written, with no read-back.
     saves_to_file_objects: bool = False
+    #: With :attr:`saves_to_file_objects`: whether ``save_model(only_state_dict=False)`` does too
+    #: (paddle's whole model is a folder: written by path, hashed beside the next write).
+    saves_whole_model_to_file_objects: bool = True
     #: True when :meth:`host_copy` may run on a background thread while the next batch's forward and
     #: backward run (torch: its copies release the GIL and touch no autograd state). An asynchronous
     #: checkpoint then copies the parameters and optimizer state beside training, and the Trainer waits
@@ -104,6 +109,32 @@ class Persistence(ABC):
     @abstractmethod
     def load_training_state(self, path: Path) -> None:
         """Restore what :meth:`save_training_state` wrote."""
+
+    # ------------------------------------------------------------------ loading in two steps (load_checkpoint)
+    def read_model(self, path: Path, only_state_dict: bool = True) -> Callable[[], None]:
+        """Read the model file at ``path`` and return the step that puts it into the model.
+        ``load_checkpoint`` reads while the checksums are verified on helper threads and applies
+        only once they are, so a damaged file leaves the model untouched. The default reads
+        nothing now (``load_model`` runs as the second step): a backend splits its load by
+        overriding this and :meth:`read_training_state` beside ``load_model``/``load_training_state``."""
+        return lambda: self.load_model(path, only_state_dict=only_state_dict)
+
+    def read_training_state(self, path: Path) -> Callable[[], None]:
+        """As :meth:`read_model`, for :meth:`load_training_state`."""
+        return lambda: self.load_training_state(path)
+
+    def model_reader(self, path: Path, only_state_dict: bool = True) -> Callable[[], None]:
+        """:meth:`read_model`, or, for a subclass that loads otherwise (a sharded driver overriding
+        ``load_model`` but not ``read_model``), its ``load_model`` as the second step."""
+        if _splits(type(self), "read_model", "load_model"):
+            return self.read_model(path, only_state_dict)
+        return Persistence.read_model(self, path, only_state_dict)
+
+    def training_state_reader(self, path: Path) -> Callable[[], None]:
+        """:meth:`read_training_state`, as :meth:`model_reader` says."""
+        if _splits(type(self), "read_training_state", "load_training_state"):
+            return self.read_training_state(path)
+        return Persistence.read_training_state(self, path)
 
     @abstractmethod
     def rng_state(self) -> Any:
@@ -216,6 +247,15 @@ class Persistence(ABC):
             raise ValueError(
                 f"The checkpoint holds {saved} optimizer state(s) but the trainer has "
                 f"{len(optimizers)} optimizer(s); pass the same optimizers as when it was saved.")
+
+
+def _defined_by(cls: type, name: str) -> type:
+    return next(klass for klass in cls.__mro__ if name in vars(klass))
+
+
+def _splits(cls: type, read: str, load: str) -> bool:
+    """Whether ``cls``'s ``read`` comes from the class that gives it its ``load`` (or a subclass)."""
+    return issubclass(_defined_by(cls, read), _defined_by(cls, load))
 
 
 class HostSnapshot:

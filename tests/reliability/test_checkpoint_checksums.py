@@ -36,9 +36,9 @@ def largest_file(path):
     return path if path.is_file() else max((p for p in path.rglob("*") if p.is_file()), key=lambda p: p.stat().st_size)
 
 
-def flip_a_byte(path):
+def flip_a_byte(path, at=None):
     data = bytearray(path.read_bytes())
-    data[len(data) // 2] ^= 0x01
+    data[len(data) // 2 if at is None else at] ^= 0x01
     path.write_bytes(bytes(data))
 
 
@@ -100,6 +100,21 @@ def test_a_flipped_byte_is_an_error_naming_the_file(harness, saved, which):
         other.run(num_eval_sanity_batch=0, resume_from=folder)
     assert str(damaged) in str(raised.value) and isinstance(raised.value, CheckpointError)
     assert_weights_equal(harness.get_weights(other.model), before)  # nothing was loaded
+
+
+def test_a_file_the_framework_cannot_read_is_blamed_on_its_checksum(harness, saved):
+    """The checksums are verified on helper threads while the framework reads the files: a damaged
+    file that its reader fails on (its first byte flipped: the pickle or zip header) is still the
+    checksum error naming it, and nothing of the checkpoint reaches the model."""
+    trainer, folder = saved
+    state = folder / f"{TRAINING_STATE_STEM}{trainer.driver.io.model_file_suffix}"
+    damaged = state / "pickled_data" if state.is_dir() else state  # oneflow: the folder's pickle
+    flip_a_byte(damaged, at=0)
+    other = fresh(harness)
+    before = harness.get_weights(other.model)
+    with pytest.raises(CheckpointChecksumError, match=rf"{damaged.name}'? is not the file that was saved"):
+        other.load_checkpoint(folder)
+    assert_weights_equal(harness.get_weights(other.model), before)  # the model file was intact, yet not applied
 
 
 def test_a_missing_file_is_named(harness, saved):

@@ -19,6 +19,11 @@ another order, e.g. when a checkpoint is loaded into a model built later in the 
 parameter *index* in the optimizer's parameter list (what ``torch.optim`` does), and on loading
 the accumulators are created the way paddle's first ``step()`` creates them and then filled in.
 
+Checkpoint files are hashed while written: ``paddle.save`` writes to a path or to an
+``io.BytesIO`` (nothing else), so a checkpoint's file object is handed to it as a
+:class:`FileBuffer`, a ``BytesIO`` whose writes go straight on to that file (paddle only writes
+to and flushes it); the bytes are those a save to the path writes.
+
 Loading runs no code of the file's: ``paddle.load`` unpickles with plain ``pickle``, so every file
 is first read through :mod:`fastcore_train.utils.safe_pickle` (numpy arrays, containers, numbers,
 strings: all a ``paddle.save`` of state dicts holds) and handed to ``paddle.load`` only when that
@@ -28,8 +33,9 @@ for a file one trusts.
 from __future__ import annotations
 
 import io
+import os
 from pathlib import Path
-from typing import Any, Callable, Optional, Sequence
+from typing import Any, BinaryIO, Callable, Optional, Sequence
 
 import paddle
 from paddle.base import framework
@@ -48,6 +54,33 @@ EXPORT_PREFIX = "model"
 STATE_FILE = "state_dict.pdparams"
 
 
+class FileBuffer(io.BytesIO):
+    """A ``BytesIO`` (what ``paddle.save`` accepts besides a path) that keeps nothing: what is
+    written to it goes on to ``file`` (a checkpoint's hashing file object)."""
+
+    def __init__(self, file: BinaryIO) -> None:
+        super().__init__()
+        self._file = file
+
+    def write(self, data: Any) -> int:  # type: ignore[override]
+        return self._file.write(data)
+
+    def writelines(self, lines: Any) -> None:  # type: ignore[override]
+        for line in lines:
+            self._file.write(line)
+
+    def flush(self) -> None:
+        self._file.flush()
+
+    def tell(self) -> int:
+        return self._file.tell()
+
+
+def save_target(path_or_file: Any) -> Any:
+    """What ``paddle.save`` takes for a path (a str) or a binary file object (a :class:`FileBuffer`)."""
+    return str(path_or_file) if isinstance(path_or_file, (str, os.PathLike)) else FileBuffer(path_or_file)
+
+
 def _is_static_forward(model: paddle.nn.Layer) -> bool:
     """True when ``forward`` is decorated with ``paddle.jit.to_static`` (it knows its inputs)."""
     return type(model.forward).__name__ == "StaticFunction"
@@ -64,7 +97,7 @@ def save_model_file(model: paddle.nn.Layer, path: Path, whole_model: bool = Fals
             "export the model too.")
         whole_model = False
     if not whole_model:
-        paddle.save(model.state_dict(), str(path), **kwargs)
+        paddle.save(model.state_dict(), save_target(path), **kwargs)
         return
     path.mkdir(parents=True, exist_ok=True)
     paddle.save(model.state_dict(), str(path / STATE_FILE))
@@ -92,6 +125,11 @@ def load_model_file(model: paddle.nn.Layer, path: Path, assign: Optional[Callabl
     """Restore into ``model`` what :func:`save_model_file` wrote; parameter names must match.
     ``assign(tensor, value)``: how a value goes into the model's tensor (default: the model's
     ``set_state_dict``; split tensors of model parallel need their part of it)."""
+    apply_model_state(model, read_model_file(model, path, **kwargs), assign)
+
+
+def read_model_file(model: paddle.nn.Layer, path: Path, **kwargs: Any) -> dict[str, Any]:
+    """The state dict :func:`save_model_file` wrote, checked to fit ``model`` (nothing put into it)."""
     file = path / STATE_FILE if path.is_dir() else path
     if not file.is_file():
         raise FileNotFoundError(
@@ -106,6 +144,12 @@ def load_model_file(model: paddle.nn.Layer, path: Path, assign: Optional[Callabl
         raise ValueError(
             f"{str(file)!r} does not fit the model {type(model).__name__}: missing {missing}, unexpected "
             f"{unexpected}. Load it into a model of the same structure as the one saved.")
+    return state
+
+
+def apply_model_state(model: paddle.nn.Layer, state: dict[str, Any],
+                      assign: Optional[Callable[[Any, Any], None]] = None) -> None:
+    """Put a state dict read by :func:`read_model_file` into ``model`` (see :func:`load_model_file`)."""
     if assign is None:
         model.set_state_dict(state)
         return
@@ -231,6 +275,8 @@ class PaddlePersistence(Persistence):
     saves also export the model with ``paddle.jit.save``."""
 
     model_file_suffix = ".pdparams"
+    saves_to_file_objects = True  # through a FileBuffer (see the module docstring)
+    saves_whole_model_to_file_objects = False  # a paddle.jit.save export is a folder
 
     def __init__(self, driver: Any, input_spec: Optional[Sequence[Any]] = None) -> None:
         super().__init__(driver)
@@ -241,11 +287,17 @@ class PaddlePersistence(Persistence):
         (keyword here, or ``paddle_kwargs``) makes ``path`` a folder that also holds the
         ``paddle.jit.save`` export."""
         input_spec = kwargs.pop("input_spec", self.input_spec)
-        save_model_file(self.driver.unwrap_model(), Path(path), whole_model=not only_state_dict,
+        target = Path(path) if isinstance(path, (str, os.PathLike)) else path  # (or a file object: see the module)
+        save_model_file(self.driver.unwrap_model(), target, whole_model=not only_state_dict,
                         input_spec=input_spec, **kwargs)
 
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         load_model_file(self.driver.unwrap_model(), Path(path), **kwargs)
+
+    def read_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> Callable[[], None]:
+        model = self.driver.unwrap_model()
+        state = read_model_file(model, Path(path), **kwargs)
+        return lambda: apply_model_state(model, state)
 
     def save_training_state(self, path: Path) -> None:
         self.write_object(self.training_state_object(), path)
@@ -256,14 +308,18 @@ class PaddlePersistence(Persistence):
     def training_state_object(self) -> dict[str, Any]:
         return self.training_state([save_optimizer_state(optimizer) for optimizer in self.driver.optimizers])
 
-    def write_object(self, obj: Any, path: Path) -> None:
-        paddle.save(obj, str(path))
+    def write_object(self, obj: Any, path: Any) -> None:
+        paddle.save(obj, save_target(path))
 
     def host_copy(self, obj: Any) -> Any:
         return snapshot.host_copy(obj, self.host_buffers)
 
     def load_training_state(self, path: Path) -> None:
-        self.restore_training_state(load_file(path), load_optimizer_state)
+        self.read_training_state(path)()
+
+    def read_training_state(self, path: Path) -> Callable[[], None]:
+        state = load_file(path)
+        return lambda: self.restore_training_state(state, load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:
         return get_rng_state()

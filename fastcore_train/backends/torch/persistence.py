@@ -18,7 +18,7 @@ import importlib
 import pickle
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -104,12 +104,14 @@ class TorchPersistence(Persistence):
     def load_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> None:
         """Load a state dict; a whole pickled model only with ``weights_only=False`` (trusted files).
         A folder is a sharded (``torch.distributed.checkpoint``) one, resharded into this model."""
-        if Path(path).is_dir():
+        self.read_model(path, only_state_dict, **kwargs)()
+
+    def read_model(self, path: Path, only_state_dict: bool = True, **kwargs: Any) -> Callable[[], None]:
+        if Path(path).is_dir():  # (read and resharded in one: the second step)
             from fastcore_train.backends.torch.sharded_state import as_dispatched, load_model_folder
-            load_model_folder(as_dispatched(self.driver.unwrap_model()), Path(path))
-            return
+            return lambda: load_model_folder(as_dispatched(self.driver.unwrap_model()), Path(path))
         loaded = self.as_state_dict(load_file(path, map_location=self.driver.device, **kwargs), path, torch.nn.Module)
-        self.driver.unwrap_model().load_state_dict(loaded)
+        return lambda: self.driver.unwrap_model().load_state_dict(loaded)
 
     def save_training_state(self, path: Path) -> None:
         self.write_object(self.training_state_object(), path)
@@ -130,11 +132,14 @@ class TorchPersistence(Persistence):
         return snapshot.freeze_buffers(self.driver.unwrap_model(), model_state, self._frozen_buffers)
 
     def load_training_state(self, path: Path) -> None:
+        self.read_training_state(path)()
+
+    def read_training_state(self, path: Path) -> Callable[[], None]:
         if Path(path).is_dir():  # a sharded driver's optimizer state, resharded for this model
             from fastcore_train.backends.torch.sharded_state import as_dispatched, load_training_state_folder
-            load_training_state_folder(self, as_dispatched(self.driver.unwrap_model()), Path(path))
-            return
-        self.restore_training_state(load_file(path, map_location=self.driver.device), load_optimizer_state)
+            return lambda: load_training_state_folder(self, as_dispatched(self.driver.unwrap_model()), Path(path))
+        state = load_file(path, map_location=self.driver.device)
+        return lambda: self.restore_training_state(state, load_optimizer_state)
 
     def rng_state(self) -> dict[str, Any]:
         return rng.get_rng_state()
