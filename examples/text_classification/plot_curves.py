@@ -1,11 +1,11 @@
 """Draw several runs' per-batch training losses overlaid in one picture (needs matplotlib: the plot extra).
 
-    python examples/text_classification/plot_curves.py examples/text_classification/runs/* \\
-        --output docs/images/text-classification-loss.png
+    cd examples/text_classification
+    python plot_curves.py runs/torch runs/paddle runs/jittor runs/oneflow --output ../../docs/images/text-classification-loss.png
 
 Each run folder holds the ``loss.csv`` and ``metrics.json`` that ``train.py --out`` writes. The
 legend names each run's framework and test accuracy; the title gives the largest difference
-between any run's loss and the first run's at the same batch.
+between any run's loss and the first run's at the same batch, which the lower panel draws per batch.
 """
 from __future__ import annotations
 
