@@ -27,7 +27,7 @@ class NanGuardCallback(Callback):
     (``folder/nonfinite_loss-epoch_<e>-batch_<b>``); checkpoints written earlier (e.g. by
     :class:`~fastcore_train.callbacks.CheckpointCallback`) are untouched. ``check_every=n``
     checks the first batch, every n-th one after it and each epoch's last batch only (each check
-    reads the loss from the device and, with several ranks, exchanges one small message); a loss
+    reads the loss from the device and, with several ranks, sums one flag over them); a loss
     that turned non-finite between two checks may then have reached the weights already.
 
     The Trainer adds one with ``check_every=50`` by default (``Trainer(nan_guard=...)``).
@@ -56,8 +56,17 @@ class NanGuardCallback(Callback):
             value = float(trainer.driver.data.to_numeric(loss))
         except (TypeError, ValueError):  # not one number: the first batch's loss check says so, clearly
             return
-        driver = trainer.driver
-        values = driver.comm.all_gather_object(value) if driver.comm.is_distributed() else [value]
+        comm = trainer.driver.comm
+        if comm.is_distributed():
+            # One small all-reduce of a flag (what the stop decision uses); every rank's value is
+            # gathered only when one is not finite, to name the ranks. A pickled all_gather_object per
+            # check cost oneflow two all-gathers and four reads of their sizes.
+            if not comm.sum_over_ranks([not math.isfinite(value)])[0]:
+                self._last_finite = trainer.global_forward_batches + 1
+                return
+            values = comm.all_gather_object(value)
+        else:
+            values = [value]
         bad = {rank: rank_value for rank, rank_value in enumerate(values) if not math.isfinite(rank_value)}
         if bad:
             raise NonFiniteLossError(self._stop(trainer, bad))

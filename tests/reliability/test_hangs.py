@@ -70,6 +70,19 @@ def test_one_rank_stopping_stops_every_rank_at_the_same_batch(backend_name, tmp_
     assert batches[0] == batches[1] and batches[0] in expected, batches
 
 
+def test_a_nan_loss_on_one_rank_stops_every_rank_naming_it(backend_name, tmp_path):
+    """Rank 1's loss is NaN at batch 3, a checked one (check_every=2): the ranks sum one flag, so both stop
+    there with NonFiniteLossError, and only then gather the losses to name rank 1; batch 1's check passed."""
+    backend = BACKENDS[backend_name]
+    done = run_job(backend, JOB, {"out": str(tmp_path), "nan_rank": 1, "nan_at": 2, "n_epochs": 1}, timeout=180)
+    said = everything_said(done, backend, tmp_path)
+    assert done.returncode != 0, said[-3000:]
+    for rank in range(2):
+        assert json.loads((tmp_path / f"rank_{rank}.exception").read_text()) == \
+            {"type": "NonFiniteLossError", "batches": 2}, said[-3000:]
+    assert "batch 3 overall) on rank(s) 1 (loss nan)" in said and "the last, batch 1, was finite" in said, said[-3000:]
+
+
 def test_the_collective_timeout_reaches_every_rank(backend_name, tmp_path):
     backend = BACKENDS[backend_name]
     done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 123.5}, timeout=180)

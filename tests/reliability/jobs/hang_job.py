@@ -8,7 +8,8 @@ end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``exit0_rank``/``ex
 ends with ``os._exit(0)``), ``checkpoints`` (a folder for
 ``CheckpointCallback(on_exceptions=KeyboardInterrupt)``; ``every_n_batches`` adds regular checkpoints
 there; ``slow_exception_save``: seconds the exception checkpoint's model file takes, announced by
-printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (print TRAINING once rank 0 trains). Each rank writes
+printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (print TRAINING once rank 0 trains), ``nan_rank``/``nan_at`` (that rank's loss is NaN at
+global batch ``nan_at`` + 1, under ``NanGuardCallback(check_every=2)``). Each rank writes
 ``<out>/rank_<r>.json`` when ``run()`` returns, and
 ``<out>/rank_<r>.exception`` (the exception's type and the batch count) from ``on_exception``.
 """
@@ -23,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT))
 
-from fastcore_train import Callback, CheckpointCallback, Trainer  # noqa: E402
+from fastcore_train import Callback, CheckpointCallback, NanGuardCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
 from tests.distributed.launchers import BACKENDS  # noqa: E402
 
@@ -50,6 +51,10 @@ class Trouble(Callback):
             os._exit(0)
         if self.config.get("slow"):
             time.sleep(0.05)
+
+    def on_before_backward(self, trainer, outputs):
+        if self._mine(trainer, "nan") and trainer.global_forward_batches == self.config["nan_at"]:
+            outputs["loss"] = outputs["loss"] * float("nan")
 
     def on_train_epoch_end(self, trainer):
         if self._mine(trainer, "stop") and self.config["stop_at"] == "epoch":
@@ -90,6 +95,8 @@ def main(config):
                                             every_n_batches=config.get("every_n_batches"), save_object="checkpoint",
                                             model_save_fn=model_save_fn if {"slow_exception_save", "slow_regular_save"} & set(config)
                                             else None))
+    if "nan_rank" in config:
+        callbacks.append(NanGuardCallback(check_every=2))  # after Trouble's on_before_backward
     extra = {"collective_timeout": config["collective_timeout"]} if "collective_timeout" in config else {}
     trainer = Trainer(model, harness.make_dataloader(x, y, batch_size), harness.make_sgd(model, 0.1),
                       driver=harness.driver_name, device=config.get("device"), n_epochs=config.get("n_epochs", 3),
