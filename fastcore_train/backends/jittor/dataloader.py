@@ -4,8 +4,7 @@ the driver's data layer (:class:`JittorData`).
 A jittor Dataset is its own loader: ``set_attrs(batch_size=..., shuffle=...)`` configures it,
 ``len()`` counts batches and, under MPI, ``batch_size`` is the global batch that jittor splits
 across ranks itself. The Trainer splits data across ranks with its own samplers, so the copy built
-here iterates the batch sampler's index lists directly (in the dataset's `num_workers` worker
-processes where it has them, see :mod:`.batch_workers`; collating with the dataset's own
+here iterates the batch sampler's index lists directly (collating with the dataset's own
 ``collate_batch`` and ``to_jittor``), bypassing jittor's shuffling and MPI splitting. The user's
 dataset is left untouched.
 """
@@ -17,7 +16,6 @@ from typing import Any, Iterator, Optional
 from jittor.dataset import Dataset
 
 from fastcore_train.backends.jittor import tensors as jittor_tensors
-from fastcore_train.backends.jittor.batch_workers import BatchWorkers, new_workers, workers_of
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -39,39 +37,25 @@ def num_samples(dataset: Dataset) -> int:
 class SampledDataset:
     """A copy of a jittor Dataset yielding the batches of ``batch_sampler`` (lists of indices).
 
-    ``len()`` counts this rank's batches; ``dataset`` is the copy (a real jittor Dataset). Where
-    the dataset has ``num_workers``, that many worker processes load the batches (started at the
-    first iteration, kept for the next epochs, like a DataLoader's persistent workers).
+    ``len()`` counts this rank's batches; ``dataset`` is the copy (a real jittor Dataset).
     """
 
     def __init__(self, dataset: Dataset, batch_sampler: Any) -> None:
         self.dataset = dataset
         self.batch_sampler = batch_sampler
-        self._workers: Optional[BatchWorkers] = None
-
-    @property
-    def num_workers(self) -> int:
-        return workers_of(self.dataset)
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
 
     def __iter__(self) -> Iterator[Any]:
         dataset = self.dataset
-        if self.num_workers:
-            if self._workers is None:
-                self._workers = new_workers(dataset)
-            for batch in self._workers.batches(self.batch_sampler):
-                yield dataset.to_jittor(batch)
-            return
         for indices in self.batch_sampler:
             samples = [dataset[int(index)] for index in indices]
             yield dataset.to_jittor(dataset.collate_batch(samples))
 
 
 def _copy_dataset(dataset: Dataset) -> Dataset:
-    """A shallow copy (data shared, not duplicated) without the original's worker processes
-    (:class:`SampledDataset` starts its own)."""
+    """A shallow copy (data shared, not duplicated) with no worker processes of its own."""
     duplicate = copy.copy(dataset)
     for name in _WORKER_STATE:
         duplicate.__dict__.pop(name, None)

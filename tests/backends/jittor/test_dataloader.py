@@ -2,8 +2,6 @@
 stays as it was."""
 from __future__ import annotations
 
-import os
-
 import numpy as np
 import pytest
 from jittor.dataset import Dataset
@@ -63,33 +61,3 @@ def test_the_number_of_samples_comes_from_total_len_or_len():
 
     with pytest.raises(TypeError, match="set_attrs\\(total_len=N\\)"):
         num_samples(Unsized())
-
-
-class LoadedWhere(Dataset):
-    """Each sample says which process loaded it; raises at index 13 when asked to."""
-
-    def __init__(self, fail_at=None):
-        super().__init__()
-        self.fail_at = fail_at
-        self.set_attrs(total_len=20)
-
-    def __getitem__(self, index):
-        if index == self.fail_at:
-            raise ValueError(f"cannot read sample {index}")
-        return {"index": np.int64(index), "pid": np.int64(os.getpid())}
-
-
-def test_the_copy_loads_in_the_datasets_worker_processes_in_the_samplers_order():
-    users = LoadedWhere().set_attrs(batch_size=6, shuffle=True, num_workers=2)
-    copy = make_reproducible_dataloader(driver(), users, seed=3)
-    assert copy.num_workers == 2
-    without_workers = make_reproducible_dataloader(driver(), LoadedWhere().set_attrs(batch_size=6, shuffle=True), seed=3)
-    for epoch in range(2):  # the workers are started once and kept
-        batches = [{key: value.numpy() for key, value in batch.items()} for batch in copy]
-        expected = [batch["index"].numpy() for batch in without_workers]
-        assert [b["index"].tolist() for b in batches] == [e.tolist() for e in expected]
-        pids = {int(pid) for b in batches for pid in b["pid"]}
-        assert os.getpid() not in pids and 1 <= len(pids) <= 2, pids
-    failing = make_reproducible_dataloader(driver(), LoadedWhere(fail_at=13).set_attrs(batch_size=6, num_workers=2))
-    with pytest.raises(ValueError, match="cannot read sample 13"):
-        list(failing)
