@@ -10,6 +10,8 @@ import jittor as jt
 import numpy as np
 from jittor.dataset import Dataset
 
+from bench.hands.jittor import MLP  # the overhead bench's MLP, any sizes
+
 NAME = "jittor"
 SPLIT = "batch-slices"  # under MPI rank r takes the r-th slice of every global batch
 GLOBAL_BATCH = True
@@ -21,23 +23,6 @@ def version() -> str:
 
 def configure(threads: int) -> None:
     jt.flags.use_cuda = 0  # threads: OMP_NUM_THREADS, set before the import (as mpirun's re-exec does)
-
-
-class MLP(jt.Module):
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        super().__init__()
-        layers: list[jt.Module] = []
-        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            if i:
-                layers.append(jt.nn.ReLU())
-            layers.append(jt.nn.Linear(n_in, n_out))
-        self.layers = jt.nn.Sequential(*layers)
-
-    def execute(self, x: jt.Var) -> jt.Var:
-        return self.layers(x)
-
-    def train_step(self, x: jt.Var, y: jt.Var) -> dict[str, jt.Var]:
-        return {"loss": jt.nn.cross_entropy_loss(self(x), y)}
 
 
 class DictDataset(Dataset):

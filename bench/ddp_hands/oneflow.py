@@ -11,6 +11,8 @@ from oneflow.nn.parallel import DistributedDataParallel
 from oneflow.utils.data import DataLoader, Dataset
 from oneflow.utils.data.distributed import DistributedSampler
 
+from bench.hands.oneflow import MLP  # the overhead bench's MLP, any sizes
+
 NAME = "oneflow"
 SPLIT = "strided"
 GLOBAL_BATCH = False
@@ -22,23 +24,6 @@ def version() -> str:
 
 def configure(threads: int) -> None:
     flow.set_num_threads(threads)  # what the DDP driver does on CPU
-
-
-class MLP(flow.nn.Module):
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        super().__init__()
-        layers: list[flow.nn.Module] = []
-        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            if i:
-                layers.append(flow.nn.ReLU())
-            layers.append(flow.nn.Linear(n_in, n_out))
-        self.layers = flow.nn.Sequential(*layers)
-
-    def forward(self, x: flow.Tensor) -> flow.Tensor:
-        return self.layers(x)
-
-    def train_step(self, x: flow.Tensor, y: flow.Tensor) -> dict[str, flow.Tensor]:
-        return {"loss": flow.nn.functional.cross_entropy(self(x), y)}
 
 
 class DictDataset(Dataset):

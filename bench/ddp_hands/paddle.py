@@ -10,6 +10,8 @@ import paddle
 import paddle.distributed as dist
 from paddle.io import DataLoader, Dataset, DistributedBatchSampler
 
+from bench.hands.paddle import MLP  # the overhead bench's MLP, any sizes
+
 NAME = "paddle"
 SPLIT = "batch-slices"  # DistributedBatchSampler: rank r takes the r-th slice of every global batch
 GLOBAL_BATCH = False
@@ -22,23 +24,6 @@ def version() -> str:
 def configure(threads: int) -> None:
     paddle.set_device("cpu")
     paddle.base.core.set_num_threads(threads)  # what the Fleet driver does on CPU
-
-
-class MLP(paddle.nn.Layer):
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        super().__init__()
-        layers: list[paddle.nn.Layer] = []
-        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            if i:
-                layers.append(paddle.nn.ReLU())
-            layers.append(paddle.nn.Linear(n_in, n_out))
-        self.layers = paddle.nn.Sequential(*layers)
-
-    def forward(self, x: paddle.Tensor) -> paddle.Tensor:
-        return self.layers(x)
-
-    def train_step(self, x: paddle.Tensor, y: paddle.Tensor) -> dict[str, paddle.Tensor]:
-        return {"loss": paddle.nn.functional.cross_entropy(self(x), y)}
 
 
 class DictDataset(Dataset):

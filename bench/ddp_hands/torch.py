@@ -11,6 +11,8 @@ import torch.distributed as dist
 from torch.utils.data import DataLoader, Dataset
 from torch.utils.data.distributed import DistributedSampler
 
+from bench.hands.torch import MLP  # the overhead bench's MLP, any sizes
+
 NAME = "torch"
 SPLIT = "strided"
 GLOBAL_BATCH = False
@@ -22,23 +24,6 @@ def version() -> str:
 
 def configure(threads: int) -> None:
     torch.set_num_threads(threads)  # what the DDP driver does on CPU
-
-
-class MLP(torch.nn.Module):
-    def __init__(self, sizes: tuple[int, ...]) -> None:
-        super().__init__()
-        layers: list[torch.nn.Module] = []
-        for i, (n_in, n_out) in enumerate(zip(sizes, sizes[1:])):
-            if i:
-                layers.append(torch.nn.ReLU())
-            layers.append(torch.nn.Linear(n_in, n_out))
-        self.layers = torch.nn.Sequential(*layers)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.layers(x)
-
-    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> dict[str, torch.Tensor]:
-        return {"loss": torch.nn.functional.cross_entropy(self(x), y)}
 
 
 class DictDataset(Dataset):
