@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import IO, Any, Callable, Optional, Sequence
 
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
-from fastcore_train.parallel.launch import FAILURE_GRACE, WorkerGroup, check_output_choice
+from fastcore_train.parallel.launch import FAILURE_GRACE, WorkerGroup, check_output_choice, wait_until_listening
 from fastcore_train.parallel.launcher import MPI_INSTALL_HINT, MpirunReexec, find_mpirun
 from fastcore_train.parallel.rank_errors import FUNCTION_JOB_ENV, PARENT_ENV, RankFailedError, read_failures
 from fastcore_train.parallel.run_markers import RUN_MARKERS_ENV
@@ -147,9 +147,12 @@ def _read_result(folder: str) -> Any:
 
 
 def run_on_ranks(function: Callable[..., Any], args: Sequence[Any], rank_variables: Sequence[dict[str, str]],
-                 backend_module: Optional[str] = None, output_from_new_proc: str = "only_error") -> Any:
+                 backend_module: Optional[str] = None, output_from_new_proc: str = "only_error",
+                 rendezvous: Optional[str] = None) -> Any:
     """Run ``function(*args)`` in one new process per entry of ``rank_variables`` (rank ``r`` gets
-    ``rank_variables[r]`` set), wait for all, and return rank 0's result.
+    ``rank_variables[r]`` set), wait for all, and return rank 0's result. ``rendezvous`` (``host:port``):
+    rank 0 opens it when its framework is imported, and the others start once it listens there
+    (see :func:`~fastcore_train.parallel.launch.spawn_workers`).
 
     ``backend_module`` is imported in each rank before the function is unpickled (a backend that
     chooses its framework's settings before the framework's first import). On a failure the other
@@ -174,6 +177,8 @@ def run_on_ranks(function: Callable[..., Any], args: Sequence[Any], rank_variabl
             process = subprocess.Popen([sys.executable, "-m", ENTRY, folder], env=env, stdout=stdout, stderr=stderr)
             processes.append(process)
             outputs.follow(rank, process)
+            if rendezvous is not None and rank == 0:
+                wait_until_listening(rendezvous, process)
         group = WorkerGroup(processes, list(range(len(processes))), markers, exit_on_failure=False)
         while any(process.poll() is None for process in processes) and not group.failures():
             time.sleep(0.05)

@@ -257,20 +257,44 @@ def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]],
     return subprocess.Popen(command_line(), env=env, stdout=stdout, stderr=stderr, preexec_fn=_die_with_parent)
 
 
+#: Seconds a rank that rendezvouses at import gets to open its rendezvous port before the others start anyway.
+RENDEZVOUS_WAIT = 120.0
+
+
+def wait_until_listening(address: str, process: subprocess.Popen, timeout: float = RENDEZVOUS_WAIT) -> None:
+    """Wait until ``host:port`` accepts connections, ``process`` (the rank that opens it) has ended, or
+    ``timeout`` has passed, whichever comes first (the framework reports the latter two itself)."""
+    host, port = address.rsplit(":", 1)
+    deadline = time.monotonic() + timeout
+    while process.poll() is None and time.monotonic() < deadline:
+        try:
+            with socket.create_connection((host, int(port)), timeout=0.5):
+                return
+        except OSError:
+            time.sleep(0.05)
+
+
 def spawn_workers(world_size: int, env_for_rank: Callable[[int], dict[str, str]],
                   output_from_new_proc: str = "only_error", first_rank: int = 1,
-                  rank_zero_output: Optional[str] = None) -> WorkerGroup:
+                  rank_zero_output: Optional[str] = None, rendezvous: Optional[str] = None) -> WorkerGroup:
     """Start ranks first_rank..world_size-1 running this process's command line, watched as one group.
 
     ``output_from_new_proc``: ``"all"`` (workers print here), ``"ignore"`` (silence them),
     ``"only_error"`` (keep their stderr only), or a folder to write ``rank_N.log`` files into.
     ``first_rank=0`` starts rank 0 too, for frameworks whose rank cannot be set after import
     (this process then only supervises the workers); ``rank_zero_output`` is then its own choice.
+    ``rendezvous`` (``host:port``): the first rank started opens it, and the others start once it
+    accepts connections (oneflow's ranks meet when imported, and one that finds rank 0 not yet
+    listening retries only 10 s later: half of all 2-rank starts took 10 s longer).
     """
     ranks = list(range(first_rank, world_size))
     markers = tempfile.mkdtemp(prefix="fastcore-train-run-markers-")
-    processes = [start_worker(rank, env_for_rank, rank_zero_output if rank == 0 and rank_zero_output
-                              else output_from_new_proc, markers) for rank in ranks]
+    processes = []
+    for rank in ranks:
+        processes.append(start_worker(rank, env_for_rank, rank_zero_output if rank == 0 and rank_zero_output
+                                      else output_from_new_proc, markers))
+        if rendezvous is not None and len(processes) == 1:
+            wait_until_listening(rendezvous, processes[0])
     return WorkerGroup(processes, ranks, markers)
 
 

@@ -102,14 +102,23 @@ class SpawnWorkers(Launcher):
 
 
 class SpawnAllRanks(SpawnWorkers):
-    """Every rank runs in a new process; this one waits for them and exits with their status."""
+    """Every rank runs in a new process; this one waits for them and exits with their status.
+
+    ``rendezvous`` (``host:port``): where rank 0 meets the others when the framework is imported; they
+    start once it listens there (see :func:`~fastcore_train.parallel.launch.spawn_workers`).
+    """
+
+    def __init__(self, rank_variables: Sequence[dict[str, str]], output_from_new_proc: str = "only_error",
+                 rendezvous: Optional[str] = None) -> None:
+        super().__init__(rank_variables, output_from_new_proc)
+        self.rendezvous = rendezvous
 
     def launch(self) -> NoReturn:
         world_size = len(self.rank_variables)
         logger.info("Starting %d ranks in new processes (this framework fixes a process's rank when it is "
                     "imported); this process only waits for them.", world_size)
         group = spawn_workers(world_size, lambda rank: self.rank_variables[rank], self.output_from_new_proc,
-                              first_rank=0, rank_zero_output="all")
+                              first_rank=0, rank_zero_output="all", rendezvous=self.rendezvous)
         # SIGTERM to this process (a scheduler's, ``timeout``'s) reaches the ranks, which stop as after Ctrl-C.
         if threading.current_thread() is threading.main_thread():
             signal.signal(signal.SIGTERM, lambda signum, frame: group.send_signal(signum))
@@ -197,9 +206,10 @@ SELF_LAUNCH_STYLES = ("spawn", "spawn-all", "mpirun")
 
 
 def choose_launcher(placement: Placement, style: str, rank_variables: Optional[Sequence[dict[str, str]]] = None,
-                    output_from_new_proc: str = "only_error") -> Launcher:
+                    output_from_new_proc: str = "only_error", rendezvous: Optional[str] = None) -> Launcher:
     """The launcher for ``placement``: nothing to start unless this process must start the job,
-    then the backend's ``style`` (see :data:`SELF_LAUNCH_STYLES`) with each rank's variables."""
+    then the backend's ``style`` (see :data:`SELF_LAUNCH_STYLES`) with each rank's variables
+    (``rendezvous``: for "spawn-all", where rank 0 meets the others at import, see :class:`SpawnAllRanks`)."""
     check_output_choice(output_from_new_proc)
     if not placement.launch:
         return AlreadyLaunched()
@@ -209,5 +219,6 @@ def choose_launcher(placement: Placement, style: str, rank_variables: Optional[S
     if style not in SELF_LAUNCH_STYLES or rank_variables is None:
         raise ValueError(f"A self-launch needs a style among {SELF_LAUNCH_STYLES} (and each rank's variables for "
                          f"the spawning ones), got {style!r}.")
-    launcher_class = SpawnAllRanks if style == "spawn-all" else SpawnWorkers
-    return launcher_class(rank_variables, output_from_new_proc)
+    if style == "spawn-all":
+        return SpawnAllRanks(rank_variables, output_from_new_proc, rendezvous)
+    return SpawnWorkers(rank_variables, output_from_new_proc)

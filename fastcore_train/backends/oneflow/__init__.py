@@ -15,7 +15,7 @@ from fastcore_train.backends.oneflow.parallel_driver import OneflowDDPDriver
 from fastcore_train.backends.oneflow.demo import build_demo
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver, parse_device
 from fastcore_train.backends.oneflow.devices import DEVICES
-from fastcore_train.backends.oneflow.world import launch_environments, world_from_environment
+from fastcore_train.backends.oneflow.world import launch_environments, rendezvous, world_from_environment
 from fastcore_train.parallel.launcher import choose_launcher
 from fastcore_train.parallel.placement import place_ranks
 
@@ -41,7 +41,8 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
         driver = OneflowDDPDriver(model, placement.device, placement.facts, fp16=fp16, **kwargs)
         # oneflow fixes a process's rank at import: every rank, rank 0 included, runs in a new process.
         variables = launch_environments(placement.facts.world_size) if placement.launch else None
-        driver.launcher = choose_launcher(placement, "spawn-all", variables, output_from_new_proc)
+        driver.launcher = choose_launcher(placement, "spawn-all", variables, output_from_new_proc,
+                                          rendezvous(variables) if variables else None)
         return driver
     if getattr(model, "_is_ddp_module", False):
         raise ValueError("The model went through oneflow.nn.parallel.DistributedDataParallel but this process is "
