@@ -12,10 +12,13 @@ import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from fastcore_train.parallel.launch import free_port
 from tests.processes import run_process_tree
+
+if TYPE_CHECKING:
+    from tests.rankpool.pool import RankPool
 
 # Launcher variables a framework import may have put into the test process's environment
 # (``import oneflow`` does); a job must not inherit them.
@@ -82,6 +85,16 @@ def run_job(backend: Backend, job: Path, config: dict, launcher: str = "self", n
     device: Optional[object] = (["cpu"] * nproc if nproc > 1 else "cpu") if launcher == "self" else None
     config = {"backend": backend.name, "device": device, "world_size": nproc, **config}
     return run_process_tree(backend.command(job, config, launcher, nproc), timeout, env=job_environment())
+
+
+def run_pooled(pool: "RankPool", main: Callable[[dict], Any], config: dict, timeout: float = 180) -> list[Any]:
+    """Run a job's ``main(config)`` on the ranks of ``pool`` (started by the backend's launcher, reused
+    across tests: tests/README.md), completing ``config`` as :func:`run_job` does for a launched job
+    (``device=None``: the launcher's ranks). A failing or hanging job fails the test with every rank's
+    output; what the ranks printed is in ``pool.output()``."""
+    config = {"backend": pool.backend.name, "device": None if pool.world_size > 1 else "cpu",
+              "world_size": pool.world_size, **config}
+    return pool.run(main, config, timeout=timeout)
 
 
 def free_slurm_job_id() -> int:

@@ -20,7 +20,10 @@ import pytest
 
 from fastcore_train import Accuracy, Evaluator, GradClipCallback, Trainer
 from tests.conformance.harnesses.base import BackendHarness, initial_weights, make_data
-from tests.distributed.launchers import BACKENDS, Backend, job_environment, run_job
+from tests.distributed.jobs.train_job import main as train_job
+from tests.distributed.launchers import Backend, job_environment, run_job, run_pooled
+from tests.processes import default_sigint, read_line, wait_until
+from tests.rankpool.pool import RankPool, RankPools
 
 pytestmark = pytest.mark.distributed
 
@@ -28,11 +31,6 @@ JOB = Path(__file__).parent / "jobs" / "train_job.py"
 SAMPLES = 64
 # The paddle driver's words for paddle's gloo start-up race (backends/paddle/world.py).
 PADDLE_GLOO_RACE = "sets up each gloo group twice on the same store keys"
-
-
-@pytest.fixture(scope="module")
-def backend(backend_name) -> Backend:
-    return BACKENDS[backend_name]
 
 
 class JobFailed(AssertionError):
@@ -43,8 +41,13 @@ class JobFailed(AssertionError):
         self.output = stderr + launcher_logs
 
 
-def launched(backend: Backend, config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 180) -> list[dict]:
-    """Run the job, require success, and read what every rank wrote."""
+def launched(backend: Backend, config: dict, launcher: str = "self", nproc: int = 2, timeout: float = 180,
+             pool: Optional[RankPool] = None) -> list[dict]:
+    """Run the job, require success, and read what every rank wrote. With ``pool``, the job runs in its
+    ranks (started by the framework's launcher; ``launcher`` and ``nproc`` are the pool's)."""
+    if pool is not None:
+        run_pooled(pool, train_job, config, timeout)
+        return rank_outputs(Path(config["out"]), pool.world_size)
     done = run_job(backend, JOB, config, launcher, nproc, timeout)
     if done.returncode != 0:
         raise JobFailed(done.stderr, backend.launcher_logs(Path(config["out"])))
@@ -71,11 +74,11 @@ def assert_close(actual: dict, expected: dict) -> None:
         np.testing.assert_allclose(actual[name], expected[name], rtol=1e-5, atol=1e-6, err_msg=name)
 
 
-@pytest.mark.parametrize("launcher", ["self", "framework"])
-@pytest.mark.parametrize("shuffle", [False, True])
-def test_two_ranks_equal_one_process_on_the_global_batch(backend, harness, tmp_path, launcher, shuffle):
-    ranks = launched(backend, {"out": str(tmp_path), "n_epochs": 2, "shuffle": shuffle},
-                     backend.launcher if launcher == "framework" else "self")
+@pytest.mark.parametrize("launcher, shuffle", [("pool", False), ("pool", True), ("self", True)])
+def test_two_ranks_equal_one_process_on_the_global_batch(backend, harness, tmp_path, launcher, shuffle, request):
+    """Under the framework's launcher (the pool's ranks) and self-launched (``device`` a list: own processes)."""
+    pool = request.getfixturevalue("rank_pool") if launcher == "pool" else None
+    ranks = launched(backend, {"out": str(tmp_path), "n_epochs": 2, "shuffle": shuffle}, pool=pool)
     expected = single_process_weights(harness, 16, n_epochs=2, shuffle=shuffle)
     assert not np.array_equal(expected["w1"], initial_weights()["w1"])
     for rank in ranks:
@@ -86,16 +89,16 @@ def test_two_ranks_equal_one_process_on_the_global_batch(backend, harness, tmp_p
     assert not set(ranks[0]["seen"][:32]) & set(ranks[1]["seen"][:32]), "the ranks split each epoch"
 
 
-def test_every_rank_starts_from_rank_zeros_weights(backend, harness, tmp_path):
-    ranks = launched(backend, {"out": str(tmp_path), "rank_seeded_weights": True})
+def test_every_rank_starts_from_rank_zeros_weights(backend, harness, tmp_path, rank_pool):
+    ranks = launched(backend, {"out": str(tmp_path), "rank_seeded_weights": True}, pool=rank_pool)
     for rank in ranks:
         assert_close(rank["weights"], single_process_weights(harness, 16))
 
 
-def test_activation_checkpointing_on_two_ranks_equals_one_process_without_it(backend, harness, tmp_path):
+def test_activation_checkpointing_on_two_ranks_equals_one_process_without_it(backend, harness, tmp_path, rank_pool):
     if harness.recompute == "none":
         pytest.skip(f"{backend.name} has no activation checkpointing (its error is a conformance test)")
-    ranks = launched(backend, {"out": str(tmp_path), "activation_checkpointing": ["Linear"]})
+    ranks = launched(backend, {"out": str(tmp_path), "activation_checkpointing": ["Linear"]}, pool=rank_pool)
     expected = single_process_weights(harness, 16)
     for rank in ranks:  # the layers were wrapped before the data-parallel wrapper, which still syncs them
         assert rank["recomputed"] == ["fc1", "fc2"] and rank["driver"] == backend.distributed_driver
@@ -110,28 +113,26 @@ def test_a_users_own_process_group_and_data_parallel_model_are_respected(backend
         assert_close(rank["weights"], single_process_weights(harness, 16))
 
 
-def test_accumulation_across_ranks_matches_the_global_batch(backend, harness, tmp_path):
-    for rank in launched(backend, {"out": str(tmp_path), "batch_size": 4, "accumulation_steps": 2}):
+def test_accumulation_across_ranks_matches_the_global_batch(backend, harness, tmp_path, rank_pool):
+    for rank in launched(backend, {"out": str(tmp_path), "batch_size": 4, "accumulation_steps": 2}, pool=rank_pool):
         assert_close(rank["weights"], single_process_weights(harness, 16))
 
 
 @pytest.mark.parametrize("clip, accumulation_steps", [({"clip_type": "norm", "clip_value": 0.05}, 2),
                                                       ({"clip_type": "value", "clip_value": 0.01}, 1)])
 def test_grad_clipping_on_two_ranks_equals_one_process_on_the_global_batch(backend, harness, tmp_path, clip,
-                                                                           accumulation_steps):
+                                                                           accumulation_steps, rank_pool):
     """Every rank clips the gradients averaged across ranks, as one process clips the global batch's."""
     ranks = launched(backend, {"out": str(tmp_path), "grad_clip": clip, "batch_size": 8 // accumulation_steps,
-                               "accumulation_steps": accumulation_steps})
+                               "accumulation_steps": accumulation_steps}, pool=rank_pool)
     expected = single_process_weights(harness, 16, callbacks=[GradClipCallback(**clip)])
     assert not np.allclose(expected["w1"], single_process_weights(harness, 16)["w1"]), "clipping made no difference"
     for rank in ranks:
         assert_close(rank["weights"], expected)
 
 
-@pytest.mark.parametrize("launcher", ["self", "framework"])
-def test_distributed_evaluation_equals_single_process(backend, harness, tmp_path, launcher):
-    ranks = launched(backend, {"out": str(tmp_path), "evaluate": 37},
-                     backend.launcher if launcher == "framework" else "self")
+def test_distributed_evaluation_equals_single_process(backend, harness, tmp_path, rank_pool):
+    ranks = launched(backend, {"out": str(tmp_path), "evaluate": 37}, pool=rank_pool)
     model = harness.make_model(dict(ranks[0]["weights"]))
     ex, ey = make_data(37, seed=9)
     expected = Evaluator(model, {"dev": harness.make_dataloader(ex, ey, 5)}, {"acc": Accuracy()},
@@ -140,9 +141,9 @@ def test_distributed_evaluation_equals_single_process(backend, harness, tmp_path
     assert ranks[0]["results"] == ranks[1]["results"] == expected
 
 
-def test_events_collectives_and_save_load_behave_as_in_one_process(backend, tmp_path):
+def test_events_collectives_and_save_load_behave_as_in_one_process(backend, tmp_path, rank_pool):
     ranks = launched(backend, {"out": str(tmp_path), "n_epochs": 2, "evaluate": 10,
-                               "save_model": str(tmp_path / "model")})
+                               "save_model": str(tmp_path / "model")}, pool=rank_pool)
     epoch = ["on_train_epoch_begin"] + ["on_train_batch_begin", "on_before_backward", "on_after_optimizers_step",
                                         "on_train_batch_end"] * 4 + ["on_train_epoch_end", "on_evaluate_end"]
     for rank in ranks:
@@ -155,14 +156,15 @@ def test_events_collectives_and_save_load_behave_as_in_one_process(backend, tmp_
     assert [p.name for p in (tmp_path / "model").iterdir()] == [f"model{suffix}"], "only rank 0 writes"
 
 
-@pytest.mark.parametrize("saved_with, resumed_with", [(1, 2), (2, 1), (2, 2)])
-def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, saved_with, resumed_with):
-    save_then_resume(backend, tmp_path, saved_with, [resumed_with])
+@pytest.mark.parametrize("saved_with, resumed_with", [(1, 2), (2, 1)])
+def test_resume_across_world_sizes_serves_each_sample_once(backend, tmp_path, saved_with, resumed_with, rank_pools):
+    """(2 ranks resumed on 2: the async checkpoint test below.)"""
+    save_then_resume(backend, tmp_path, saved_with, [resumed_with], rank_pools)
 
 
-def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path):
+def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_path, rank_pools):
     try:
-        save_then_resume(backend, tmp_path, 4, [2, 1])
+        save_then_resume(backend, tmp_path, 4, [2, 1], rank_pools)
     except JobFailed as failure:
         # paddle 3.3 sets up each gloo group twice on the same store keys ("<gid>/<rank>": its comm context, then
         # ProcessGroupGloo), so with more than 2 CPU ranks on 2 cores a rank can read a peer's stale address and the
@@ -178,39 +180,52 @@ def test_a_four_rank_checkpoint_resumes_on_two_ranks_and_on_one(backend, tmp_pat
         raise
 
 
-def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: list[int]) -> None:
+def save_then_resume(backend, tmp_path: Path, saved_with: int, resumed_with: list[int], pools: RankPools) -> None:
     """Save at global batch 3 with ``saved_with`` ranks; resume that checkpoint on each of ``resumed_with``
-    ranks: every sample of the epoch is served once (before or after the checkpoint)."""
+    ranks: every sample of the epoch is served once (before or after the checkpoint). Jobs of 1 or 2 ranks run
+    in the session's pools; 4 ranks are started for the job alone."""
+    def run(config: dict, nproc: int) -> None:
+        launched(backend, config, nproc=nproc, pool=pools.get(nproc) if nproc <= 2 else None)
+
     first, checkpoint = tmp_path / "first", tmp_path / "ckpt"
     first.mkdir()
     common = {"shuffle": True, "batch_size": 4}
-    launched(backend, {**common, "out": str(first), "save_at": 3, "save_to": str(checkpoint)}, nproc=saved_with)
-    assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == saved_with
-    # each rank wrote its own random state; rank 0's files do not grow with the world size
-    assert sorted(p.name for p in checkpoint.glob("rank_state_*.npz")) == [
-        f"rank_state_{rank:05d}.npz" for rank in range(saved_with)]
-    assert "rng" not in json.loads((checkpoint / "trainer_state.json").read_text())
+    run({**common, "out": str(first), "save_at": 3, "save_to": str(checkpoint)}, saved_with)
+    assert_rank_files(checkpoint, saved_with)
     for nproc in resumed_with:
         second = tmp_path / f"resumed_on_{nproc}"
         second.mkdir()
-        launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, nproc=nproc)
-        seen = Counter()
-        for folder, ranks in ((first, saved_with), (second, nproc)):
-            for rank in rank_outputs(folder, ranks):
-                seen.update(rank["seen"])
-        padding = [i for i, count in seen.items() if count > 1]
-        assert set(seen) == set(range(SAMPLES)), nproc
-        assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+        run({**common, "out": str(second), "resume_from": str(checkpoint)}, nproc)
+        assert_each_sample_once_but_padding(rank_outputs(first, saved_with) + rank_outputs(second, nproc))
 
 
-def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_on_every_rank(backend, harness, tmp_path):
+def assert_rank_files(checkpoint: Path, world_size: int) -> None:
+    assert json.loads((checkpoint / "meta.json").read_text())["world_size"] == world_size
+    # each rank wrote its own random state; rank 0's files do not grow with the world size
+    assert sorted(p.name for p in checkpoint.glob("rank_state_*.npz")) == [
+        f"rank_state_{rank:05d}.npz" for rank in range(world_size)]
+    assert "rng" not in json.loads((checkpoint / "trainer_state.json").read_text())
+
+
+def assert_each_sample_once_but_padding(ranks: list[dict]) -> None:
+    """The epoch's samples, over a run stopped by a checkpoint and its resumed run: each served once, except
+    the one sample a distributed epoch's padding repeats."""
+    seen = Counter(i for rank in ranks for i in rank["seen"])
+    padding = [i for i, count in seen.items() if count > 1]
+    assert set(seen) == set(range(SAMPLES))
+    assert len(padding) <= 1 and all(seen[i] == 2 for i in padding), "only a distributed epoch's padding repeats"
+
+
+def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_on_every_rank(backend, harness, tmp_path,
+                                                                                      rank_pool):
     """4 batches of 16 per epoch: n_batches=6 ends the first run inside epoch 2, which stays open."""
     first, second, checkpoint = tmp_path / "first", tmp_path / "second", tmp_path / "ckpt"
     first.mkdir()
     second.mkdir()
     common = {"n_epochs": 2, "shuffle": True}
-    stopped = launched(backend, {**common, "out": str(first), "n_batches": 6, "save_after_run": str(checkpoint)})
-    resumed = launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)})
+    stopped = launched(backend, {**common, "out": str(first), "n_batches": 6, "save_after_run": str(checkpoint)},
+                       pool=rank_pool)
+    resumed = launched(backend, {**common, "out": str(second), "resume_from": str(checkpoint)}, pool=rank_pool)
     expected = single_process_weights(harness, 16, n_epochs=2, shuffle=True)
     for before, after in zip(stopped, resumed):
         assert (before["global_forward_batches"], after["global_forward_batches"]) == (6, 8)
@@ -220,14 +235,17 @@ def test_a_checkpoint_saved_after_run_stopped_mid_epoch_resumes_the_rest_on_ever
     assert seen == Counter(list(range(SAMPLES)) * 2), "every sample once per epoch, the open one included"
 
 
-def test_an_async_checkpoint_of_two_ranks_equals_a_sync_one_and_resumes(backend, harness, tmp_path):
-    """Each rank writes its files in the background; rank 0 publishes once both are done."""
+def test_an_async_checkpoint_of_two_ranks_equals_a_sync_one_and_resumes(backend, harness, tmp_path, rank_pool):
+    """Each rank writes its files in the background; rank 0 publishes once both are done. The checkpoint of
+    2 ranks resumes on 2, each sample served once."""
     common = {"shuffle": True, "batch_size": 4, "save_at": 3}
     folders = {}
     for mode in ("sync", "async"):
         out, folders[mode] = tmp_path / f"out_{mode}", tmp_path / f"ckpt_{mode}"
         out.mkdir()
-        launched(backend, {**common, "out": str(out), "save_to": str(folders[mode]), "save_async": mode == "async"})
+        launched(backend, {**common, "out": str(out), "save_to": str(folders[mode]), "save_async": mode == "async"},
+                 pool=rank_pool)
+        assert_rank_files(folders[mode], 2)
     files = {mode: harness.canonical_checkpoint({p.relative_to(f).as_posix(): p.read_bytes()
                                                  for p in sorted(f.rglob("*")) if p.is_file()})
              for mode, f in folders.items()}
@@ -239,12 +257,9 @@ def test_an_async_checkpoint_of_two_ranks_equals_a_sync_one_and_resumes(backend,
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt_async", "ckpt_sync", "out_async", "out_sync"]
     second = tmp_path / "second"
     second.mkdir()
-    launched(backend, {"shuffle": True, "batch_size": 4, "out": str(second), "resume_from": str(folders["async"])})
-    seen = Counter()
-    for folder in (tmp_path / "out_async", second):
-        for rank in rank_outputs(folder, 2):
-            seen.update(rank["seen"])
-    assert set(seen) == set(range(SAMPLES)) and max(seen.values()) <= 2
+    launched(backend, {"shuffle": True, "batch_size": 4, "out": str(second), "resume_from": str(folders["async"])},
+             pool=rank_pool)
+    assert_each_sample_once_but_padding(rank_outputs(tmp_path / "out_async", 2) + rank_outputs(second, 2))
 
 
 @pytest.mark.parametrize("launcher, failing_rank", [("self", 1), ("self", 0), ("framework", 1)])
@@ -263,10 +278,9 @@ def test_ctrl_c_stops_every_rank(backend, tmp_path):
     config = {"backend": backend.name, "out": str(tmp_path), "device": ["cpu", "cpu"], "world_size": 2,
               "n_epochs": 100000, "slow": True, "announce": True}
     job = subprocess.Popen(backend.command(JOB, config, "self", 2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, start_new_session=True, env=job_environment())
+                           text=True, start_new_session=True, env=job_environment(), preexec_fn=default_sigint)
     try:
-        assert "TRAINING" in job.stdout.readline()
-        time.sleep(3)  # let every rank start and train
+        assert "TRAINING" in read_line(job.stdout, 120)
         started = time.monotonic()
         os.killpg(job.pid, signal.SIGINT)  # what a terminal's Ctrl-C does: every process of the group
         job.wait(timeout=30)
@@ -275,6 +289,5 @@ def test_ctrl_c_stops_every_rank(backend, tmp_path):
         if job.poll() is None:
             os.killpg(job.pid, signal.SIGKILL)
     assert job.returncode != 0
-    time.sleep(1)
-    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
-    assert leftover == [], "no orphan process may survive"
+    wait_until(lambda: not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout, 10,
+               "the end of every process of the job (no orphan may survive)")

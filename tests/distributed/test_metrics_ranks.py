@@ -5,25 +5,23 @@ every rank seeing all of it (nothing gathered), and a fastNLP-style metric used 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.compat.metric_suite import by_hand, check_against_hand
 from tests.conformance.harnesses.base import initial_weights, make_data, numpy_logits
-from tests.distributed.launchers import BACKENDS, run_job
+from tests.distributed.jobs import metrics_job
+from tests.distributed.launchers import BACKENDS, run_pooled
 
 pytestmark = pytest.mark.distributed
 
-JOB = Path(__file__).parent / "jobs" / "metrics_job.py"
 SAMPLES = 37  # odd: the two ranks evaluate 19 and 18 samples
 
 
-def test_metrics_on_two_ranks_equal_the_whole_data_set_by_hand(backend_name, tmp_path):
+def test_metrics_on_two_ranks_equal_the_whole_data_set_by_hand(backend_name, tmp_path, rank_pool):
     backend = BACKENDS[backend_name]
-    done = run_job(backend, JOB, {"out": str(tmp_path), "samples": SAMPLES})
-    assert done.returncode == 0, (done.stderr[-4000:], backend.launcher_logs(tmp_path)[-4000:])
+    run_pooled(rank_pool, metrics_job.main, {"out": str(tmp_path), "samples": SAMPLES})
     ranks = [json.loads((tmp_path / f"rank_{r}.json").read_text()) for r in range(2)]
     x, y = make_data(SAMPLES, seed=9)
     logits = numpy_logits(initial_weights(), x)

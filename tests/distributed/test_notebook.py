@@ -3,8 +3,10 @@
 ``notebooks/two_ranks.ipynb`` trains in one process, makes a rank of a 2-rank
 ``notebook_launcher`` job raise (the cell shows the rank's error), types a multi-device Trainer
 into a cell (refused in one line), then launches the 2 ranks again from the same kernel (each
-rank trains half the batches, the weights end equal) and checks that no rank is left over: the
-kernel must live through all of it. One notebook run per backend covers every check.
+rank trains half the batches, the weights end equal), runs docs/notebooks.md's example for the
+backend as one more cell (its ``kernel`` docs blocks: the tutorial's flow, in a real kernel) and
+checks that no rank is left over: the kernel must live through all of it. One notebook run per
+backend covers every check.
 """
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ import pytest
 nbformat = pytest.importorskip("nbformat")
 nbclient = pytest.importorskip("nbclient")
 pytest.importorskip("ipykernel")
+
+from tests.docs import examples  # noqa: E402
 
 pytestmark = pytest.mark.distributed
 
@@ -36,6 +40,12 @@ def test_two_ranks_from_a_notebook_kernel_lives_on(backend_name: str, tmp_path: 
                                                    monkeypatch: pytest.MonkeyPatch) -> None:
     notebook = nbformat.read(NOTEBOOK, as_version=4)
     notebook.cells.insert(0, nbformat.v4.new_code_cell(f"BACKEND = {backend_name!r}\nOUT = {str(tmp_path)!r}"))
+    docs = examples.kernel_chains(backend_name)
+    assert docs, f"docs/notebooks.md has no {backend_name}-dist block marked kernel"
+    for chain in docs:  # after the checks, before the last cell (no rank left behind)
+        cell = nbformat.v4.new_code_cell(chain.script()[0])
+        cell.metadata["docs"] = chain.id
+        notebook.cells.insert(len(notebook.cells) - 1, cell)
     # the kernel is this interpreter, finding this checkout first (as the ranks it starts will)
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])]))
     client = nbclient.NotebookClient(notebook, kernel_name="python3", timeout=240, allow_errors=True,
@@ -45,7 +55,8 @@ def test_two_ranks_from_a_notebook_kernel_lives_on(backend_name: str, tmp_path: 
     raising = [cell for cell in cells if "raises" in cell.metadata.get("tags", [])]
     for cell in cells:
         if cell not in raising:
-            assert _error(cell) is None, f"cell failed:\n{cell.source}\n{_error(cell) and _error(cell)['traceback']}"
+            where = f"the docs example at {cell.metadata['docs']}" if "docs" in cell.metadata else "cell"
+            assert _error(cell) is None, f"{where} failed:\n{cell.source}\n{_error(cell) and _error(cell)['traceback']}"
     output = "".join(_text(cell) for cell in cells)
     for check in ("HALF_THE_BATCHES", "EQUAL_WEIGHTS", "KERNEL_ALIVE"):
         assert check in output, output[-3000:]

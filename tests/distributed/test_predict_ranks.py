@@ -4,24 +4,21 @@ evaluation loss is the mean over every sample of both ranks."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from tests.conformance.harnesses.base import initial_weights, make_data, numpy_logits
-from tests.distributed.launchers import BACKENDS, run_job
+from tests.distributed.jobs import predict_job
+from tests.distributed.launchers import run_pooled
 
 pytestmark = pytest.mark.distributed
 
-JOB = Path(__file__).parent / "jobs" / "predict_job.py"
 SAMPLES = 37  # odd: the two ranks predict 19 and 18 samples
 
 
-def test_predictions_on_two_ranks_equal_one_process_in_dataset_order(backend_name, tmp_path):
-    backend = BACKENDS[backend_name]
-    done = run_job(backend, JOB, {"out": str(tmp_path), "samples": SAMPLES})
-    assert done.returncode == 0, (done.stderr[-4000:], backend.launcher_logs(tmp_path)[-4000:])
+def test_predictions_on_two_ranks_equal_one_process_in_dataset_order(tmp_path, rank_pool):
+    run_pooled(rank_pool, predict_job.main, {"out": str(tmp_path), "samples": SAMPLES})
     x, y = make_data(SAMPLES, seed=9)
     expected = numpy_logits(initial_weights(), x)
     checksum = int(sum((i + 1) * int(label) for i, label in enumerate(y)))

@@ -8,6 +8,10 @@ Every block is preceded by an HTML comment (invisible on the rendered page):
   ``setup: NAME`` for ``setups/NAME.py``), which defines ``model``, ``train_loader``, ... ;
 - ``<!-- example: ENV, continue -->`` runs after the previous block of the page, in its namespace
   (both become one script);
+- ``<!-- example: ENV-dist, kernel -->`` runs as a cell of the real Jupyter kernel that
+  ``tests/distributed/test_notebook.py`` starts for ENV (after its own checks), not as a script;
+- ``<!-- example: ENV-dist, ray -->`` runs as a script that joins the test session's Ray cluster
+  (``RAY_ADDRESS``; its ``ray.init()`` connects instead of starting one);
 - ``<!-- example: signature: dotted.name -->``: the block is a call showing a signature; the test
   checks its parameters, order and defaults against the real object;
 - ``<!-- example: skip: REASON -->``: not run; REASON must appear in the page's visible text next
@@ -49,6 +53,8 @@ class Block:
     env: str = ""                  # for "run": the tox env
     setup: Optional[str] = None    # for "run": the setup file's name
     continues: bool = False
+    kernel: bool = False           # for "run": a cell of test_notebook's kernel, not a script
+    ray: bool = False              # for "run": joins the session's Ray cluster
     argument: str = ""             # skip reason or signature target
     context: str = field(default="", repr=False)   # visible page text around the block
 
@@ -132,9 +138,15 @@ def classify(block: Block) -> Block:
                 raise MarkerError(f"{block.where}: no setup file tests/docs/setups/{block.setup}.py.")
         elif name == "continue" and not value:
             block.continues = True
+        elif name == "kernel" and not value:
+            if not block.env.endswith("-dist"):
+                raise MarkerError(f"{block.where}: 'kernel' blocks run in a -dist env's notebook test; mark it ENV-dist.")
+            block.kernel = True
+        elif name == "ray" and not value:
+            block.ray = True
         else:
             raise MarkerError(f"{block.where}: unknown option {option!r} in <!-- example: {body} -->; "
-                              "use 'setup', 'setup: NAME' or 'continue'.")
+                              "use 'setup', 'setup: NAME', 'continue', 'kernel' or 'ray'.")
     if block.continues and block.setup:
         raise MarkerError(f"{block.where}: a 'continue' block runs after the previous one; its setup belongs there.")
     return block
@@ -153,6 +165,16 @@ class Chain:
     @property
     def id(self) -> str:
         return self.blocks[0].where
+
+    @property
+    def kernel(self) -> bool:
+        """Run as a cell of the notebook test's kernel (``kernel`` marker), not as a script."""
+        return self.blocks[0].kernel
+
+    @property
+    def ray(self) -> bool:
+        """Join the test session's Ray cluster (``ray`` marker)."""
+        return self.blocks[0].ray
 
     def script(self) -> tuple[str, list[tuple[str, int]]]:
         """The script text, and for each of its lines the (file, line) it comes from."""
@@ -188,6 +210,12 @@ def chains(blocks: list[Block]) -> Iterator[Chain]:
         current = Chain(block.env, [block])
     if current is not None:
         yield current
+
+
+def kernel_chains(backend: str) -> list[Chain]:
+    """The chains of ``backend``'s -dist env marked ``kernel``: tests/distributed/test_notebook.py runs them."""
+    blocks = [classify(block) for block in all_blocks()]
+    return [chain for chain in chains(blocks) if chain.kernel and chain.env == f"{backend}-dist"]
 
 
 def relabel_traceback(output: str, script: Path, origin: list[tuple[str, int]]) -> str:

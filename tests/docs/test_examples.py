@@ -13,10 +13,12 @@ import re
 import sys
 from collections import Counter
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
 from tests.docs import examples
+from tests.docs.forkserver import ForkServer, framework_to_preload
 from tests.processes import run_process_tree
 
 TIMEOUT_S = 600
@@ -44,8 +46,9 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         backend = metafunc.config.getoption("--backend")
         wanted = {"core"} if backend is None else {backend, f"{backend}-dist"}
         metafunc.parametrize("chain", [
-            pytest.param(chain, id=chain.id, marks=[pytest.mark.distributed] if chain.env.endswith("-dist") else [])
-            for chain in chains if chain.env in wanted])
+            pytest.param(chain, id=chain.id, marks=[] if chain.env == "core" else
+                         [pytest.mark.needs_backend] + ([pytest.mark.distributed] if chain.env.endswith("-dist") else []))
+            for chain in chains if chain.env in wanted and not chain.kernel])
     if "signature_block" in metafunc.fixturenames:
         metafunc.parametrize("signature_block", [block for block in blocks if block.kind == "signature"],
                              ids=lambda block: block.where)
@@ -74,34 +77,64 @@ def test_a_block_without_marker_is_refused(tmp_path: Path) -> None:
         examples.classify(second)
 
 
-def run_chain(chain: examples.Chain, folder: Path) -> tuple[int, str]:
-    """Run ``chain`` as ``folder/example.py`` in a fresh interpreter; its exit code and output,
-    tracebacks pointing at the page."""
+def example_environment() -> dict[str, str]:
+    # One thread per process: the examples are tiny, and CI machines are small and shared.
+    return {"OMP_NUM_THREADS": "1", **os.environ, "MPLBACKEND": "Agg",
+            "PYTHONPATH": os.pathsep.join(filter(None, [str(examples.ROOT), os.environ.get("PYTHONPATH")]))}
+
+
+@pytest.fixture(scope="session")
+def fork_server(request: pytest.FixtureRequest):
+    """The session's docs fork server for its env's framework (None where examples run as scripts)."""
+    modules = framework_to_preload(request.config.getoption("--backend"))
+    if modules is None:
+        yield None
+        return
+    server = ForkServer(modules, example_environment())
+    yield server
+    server.close()
+
+
+def run_chain(chain: examples.Chain, folder: Path, server: Optional[ForkServer] = None,
+              extra_env: Optional[dict[str, str]] = None) -> tuple[int, str]:
+    """Run ``chain`` as ``folder/example.py`` in a fresh process: forked from ``server`` (its framework
+    imported) when given, else a new interpreter; its exit code and output, tracebacks pointing at the
+    page. Examples of a -dist env start their ranks from their own command line: always a new interpreter."""
     script, origin = chain.script()
     path = folder / "example.py"
     path.write_text(script, encoding="utf-8")
-    # One thread per process: the examples are tiny, and CI machines are small and shared.
-    env = {"OMP_NUM_THREADS": "1", **os.environ, "MPLBACKEND": "Agg",
-           "PYTHONPATH": os.pathsep.join(filter(None, [str(examples.ROOT), os.environ.get("PYTHONPATH")]))}
-    process = run_process_tree([sys.executable, path.name], TIMEOUT_S, env=env, cwd=str(folder))
-    return process.returncode, examples.relabel_traceback(process.stdout + process.stderr, path, origin)
+    if server is not None and not chain.env.endswith("-dist"):
+        returncode, stdout, stderr = server.run(path, TIMEOUT_S)
+    else:
+        process = run_process_tree([sys.executable, path.name], TIMEOUT_S, env={**example_environment(), **(extra_env or {})},
+                                   cwd=str(folder))
+        returncode, stdout, stderr = process.returncode, process.stdout, process.stderr
+    return returncode, examples.relabel_traceback(stdout + stderr, path, origin)
 
 
-def test_example_runs(chain: examples.Chain, tmp_path: Path) -> None:
-    returncode, output = run_chain(chain, tmp_path)
+def test_example_runs(chain: examples.Chain, tmp_path: Path, fork_server: Optional[ForkServer],
+                      request: pytest.FixtureRequest) -> None:
+    extra_env = {}
+    if chain.ray:  # join the session's cluster instead of starting one
+        extra_env["RAY_ADDRESS"] = request.getfixturevalue("ray_cluster").get_runtime_context().gcs_address
+    returncode, output = run_chain(chain, tmp_path, fork_server, extra_env)
     if returncode != 0:
         pages = ", ".join(block.where for block in chain.blocks)
         pytest.fail(f"the docs example at {pages} ({chain.env}) exited with {returncode}:\n{output[-6000:]}")
 
 
-def test_a_failing_block_is_reported_at_its_page_line(tmp_path: Path) -> None:
+def test_a_failing_block_is_reported_at_its_page_line(tmp_path: Path, fork_server: Optional[ForkServer]) -> None:
+    """As a script, and forked from the env's fork server (the core env has one: fastcore_train imported)."""
     page = tmp_path / "page.md"
     page.write_text("<!-- example: core -->\n```python\nvalue = 1\n```\n\n"
-                    "<!-- example: core, continue -->\n```python\nassert value == 1\nraise ValueError('boom')\n```\n")
+                    "<!-- example: core, continue -->\n```python\nimport sys\nassert value == 1\n"
+                    "print('out', sys.argv[0].endswith('example.py'))\nraise ValueError('boom')\n```\n")
     blocks = [examples.classify(block) for block in examples.read_blocks(page)]
     (chain,) = examples.chains(blocks)
-    returncode, output = run_chain(chain, tmp_path)
-    assert returncode == 1 and f'File "{page}", line 9' in output and "ValueError: boom" in output
+    for server in (None, fork_server):
+        returncode, output = run_chain(chain, tmp_path, server)
+        assert returncode == 1 and f'File "{page}", line 11' in output and "ValueError: boom" in output, output
+        assert "out True" in output, output
 
 
 def _resolve(dotted: str):

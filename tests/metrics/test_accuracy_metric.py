@@ -66,6 +66,7 @@ def test_accumulates_over_batches():
     assert metric.get_metric() == {"acc": round(2 / 3, 6)}
 
 
+@pytest.mark.also_per_backend  # torch tensors as metric inputs: runs where torch is installed
 def test_torch_tensors():
     torch = pytest.importorskip("torch")
     target = torch.tensor([[1, 0, 1], [0, 0, 1]])

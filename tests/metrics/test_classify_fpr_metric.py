@@ -119,6 +119,7 @@ def test_ignore_labels_by_id_without_vocab_and_beta():
     assert metric.get_metric() == {"f": 0.625, "pre": 0.75, "rec": 0.6}
 
 
+@pytest.mark.also_per_backend  # torch tensors as metric inputs: runs where torch is installed
 def test_torch_tensors():
     torch = pytest.importorskip("torch")
     metric = ClassifyFPreRecMetric(f_type="macro")

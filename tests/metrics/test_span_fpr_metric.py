@@ -139,6 +139,7 @@ def test_idx2word_vocab_with_padding_tokens():
     assert counts(metric) == {"tp": [0, 0], "fp": [2, 0], "fn": [1, 0]}
 
 
+@pytest.mark.also_per_backend  # torch tensors as metric inputs: runs where torch is installed
 def test_torch_tensors():
     torch = pytest.importorskip("torch")
     metric = SpanFPreRecMetric(BIO, f_type="macro")

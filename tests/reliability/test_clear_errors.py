@@ -52,6 +52,7 @@ def test_a_driver_of_another_framework_is_refused_before_importing_it(harness, b
         assert imported or entry.framework_module not in sys.modules, f"{entry.framework_module} was imported"
 
 
+@pytest.mark.also_per_backend  # proves something only where the framework is installed
 def test_the_framework_is_told_from_the_class_module_alone():
     """Framework-free: a class that merely says it comes from torch is judged a torch model, and
     neither torch nor paddle is imported to say so."""

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 from tests.distributed.launchers import BACKENDS, job_environment
+from tests.processes import default_sigint, files_matching, read_line, wait_until
 
 JOB = Path(__file__).parent / "jobs" / "hang_job.py"
 SLOW_SAVE = 3.0  # seconds the exception checkpoint's model file takes in these jobs
@@ -25,9 +26,13 @@ def start(backend_name: str, tmp_path: Path) -> subprocess.Popen:
               "slow": True, "announce": True, "checkpoints": str(tmp_path / "checkpoints"), "every_n_batches": 2,
               "slow_exception_save": SLOW_SAVE}
     job = subprocess.Popen(backend.command(JOB, config, "self", 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                           text=True, env=job_environment())
-    assert "TRAINING" in job.stdout.readline()
-    time.sleep(1.5)  # a few batches: a regular checkpoint (every 2 batches) is on disk
+                           text=True, env=job_environment(), preexec_fn=default_sigint)
+    try:
+        assert "TRAINING" in read_line(job.stdout, 120)
+        wait_until(files_matching(tmp_path / "checkpoints", "*/epoch_*/meta.json"), 60, "a regular checkpoint")
+    except BaseException:
+        job.kill()
+        raise
     return job
 
 
@@ -64,7 +69,7 @@ def test_ctrl_c_twice_quickly_waits_for_the_exception_checkpoint(backend_name, t
 def test_ctrl_c_again_during_the_save_abandons_it_cleanly(backend_name, tmp_path):
     job = start(backend_name, tmp_path)
     job.send_signal(signal.SIGINT)
-    line = job.stdout.readline()
+    line = read_line(job.stdout, 60)
     assert "SAVING" in line, (line, finish(job)[-3000:])  # the exception checkpoint's write has begun
     earlier = sorted(path.parent.name for path in saved(tmp_path, "epoch_*"))
     assert earlier, "a regular checkpoint exists before the exception checkpoint"

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.distributed.launchers import BACKENDS, job_environment, run_job
+from tests.distributed.launchers import BACKENDS, job_environment, run_job, run_pooled
+from tests.reliability.jobs import hang_job
+from tests.processes import read_line, wait_until
 
 pytestmark = pytest.mark.distributed
 JOB = Path(__file__).parent / "jobs" / "hang_job.py"
@@ -42,30 +44,26 @@ def test_a_stuck_rank_ends_the_job_naming_it(backend_name, tmp_path, launcher):
     assert elapsed < 150, f"the job took {elapsed:.0f} s to end"
 
 
-def test_a_rank_saving_longer_than_the_collective_timeout_is_not_timed_out(backend_name, tmp_path):
+def test_a_rank_saving_longer_than_the_collective_timeout_is_not_timed_out(tmp_path, rank_pool):
     """Rank 0 writes each checkpoint's model file for 3 x collective_timeout while rank 1 waits for it: saving is a
     long phase without heartbeats, allowed BUSY_LIMIT, so the job finishes (a stuck rank is still ended: above)."""
-    backend = BACKENDS[backend_name]
-    done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 2,
-                                  "checkpoints": str(tmp_path / "checkpoints"), "every_n_batches": 2,
-                                  "slow_regular_save": 6}, timeout=180)
-    said = everything_said(done, backend, tmp_path)
-    assert done.returncode == 0 and "collective timeout" not in said, said[-3000:]
+    run_pooled(rank_pool, hang_job.main, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 2,
+                                          "checkpoints": str(tmp_path / "checkpoints"), "every_n_batches": 2,
+                                          "slow_regular_save": 6}, timeout=180)
+    assert "collective timeout" not in rank_pool.output("stdout") + rank_pool.output("stderr")
     assert [rank["batches"] for rank in ranks_json(tmp_path)] == [4, 4]
     assert len(list((tmp_path / "checkpoints").glob("*/epoch_1-batch_*/meta.json"))) == 2
 
 
 @pytest.mark.parametrize("stop_at, accumulation_steps, expected", [(3, 1, (3, 4)), (3, 2, (4,)), ("epoch", 1, (4,))])
-def test_one_rank_stopping_stops_every_rank_at_the_same_batch(backend_name, tmp_path, stop_at,
-                                                               accumulation_steps, expected):
+def test_one_rank_stopping_stops_every_rank_at_the_same_batch(tmp_path, stop_at, accumulation_steps, expected,
+                                                               rank_pool):
     """stop_training() on rank 1 alone (as EarlyStop or NanGuard may call it) stops both ranks after the
     same batch: an optimizer step at which the ranks exchange requests (after batch 3, or at the latest
     the epoch's end after batch 4; with accumulation_steps=2 the group ends with batch 4), or the epoch's
     end. Without the exchange rank 0 would train on alone and wait for rank 1 forever."""
-    backend = BACKENDS[backend_name]
-    done = run_job(backend, JOB, {"out": str(tmp_path), "stop_rank": 1, "stop_at": stop_at,
-                                  "accumulation_steps": accumulation_steps}, timeout=180)
-    assert done.returncode == 0, everything_said(done, backend, tmp_path)[-3000:]
+    run_pooled(rank_pool, hang_job.main, {"out": str(tmp_path), "stop_rank": 1, "stop_at": stop_at,
+                                          "accumulation_steps": accumulation_steps}, timeout=180)
     batches = [rank["batches"] for rank in ranks_json(tmp_path)]
     assert batches[0] == batches[1] and batches[0] in expected, batches
 
@@ -83,10 +81,8 @@ def test_a_nan_loss_on_one_rank_stops_every_rank_naming_it(backend_name, tmp_pat
     assert "batch 3 overall) on rank(s) 1 (loss nan)" in said and "the last, batch 1, was finite" in said, said[-3000:]
 
 
-def test_the_collective_timeout_reaches_every_rank(backend_name, tmp_path):
-    backend = BACKENDS[backend_name]
-    done = run_job(backend, JOB, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 123.5}, timeout=180)
-    assert done.returncode == 0, everything_said(done, backend, tmp_path)[-3000:]
+def test_the_collective_timeout_reaches_every_rank(tmp_path, rank_pool):
+    run_pooled(rank_pool, hang_job.main, {"out": str(tmp_path), "n_epochs": 1, "collective_timeout": 123.5}, timeout=180)
     assert [rank["timeout"] for rank in ranks_json(tmp_path)] == [123.5, 123.5]
 
 
@@ -134,8 +130,7 @@ def test_sigterm_stops_every_rank_at_the_same_batch_with_an_exception_checkpoint
     job = subprocess.Popen(backend.command(JOB, config, "self", 2), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, start_new_session=True, env=job_environment())
     try:
-        assert "TRAINING" in job.stdout.readline()
-        time.sleep(3)  # let every rank train a few batches
+        assert "TRAINING" in read_line(job.stdout, 120)
         job.send_signal(signal.SIGTERM)  # to the process the user started only
         _, stderr = job.communicate(timeout=90)
     finally:
@@ -148,6 +143,5 @@ def test_sigterm_stops_every_rank_at_the_same_batch_with_an_exception_checkpoint
     saved = list(checkpoints.glob("*/exception_TrainingTerminated/meta.json"))
     assert len(saved) == 1, (list(checkpoints.rglob("*")), stderr[-3000:])
     assert json.loads(saved[0].read_text())["world_size"] == 2
-    time.sleep(1)
-    leftover = subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
-    assert leftover == [], "no orphan process may survive"
+    wait_until(lambda: not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True).stdout, 10,
+               "the end of every process of the job (no orphan may survive)")

@@ -6,10 +6,10 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 from tests.distributed.launchers import BACKENDS, job_environment
+from tests.processes import read_line
 
 JOB = Path(__file__).parent / "jobs" / "hang_job.py"
 
@@ -22,8 +22,7 @@ def test_sigterm_stops_training_like_ctrl_c_and_saves_the_exception_checkpoint(b
     job = subprocess.Popen(backend.command(JOB, config, "self", 1), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                            text=True, env=job_environment())
     try:
-        assert "TRAINING" in job.stdout.readline()
-        time.sleep(2)
+        assert "TRAINING" in read_line(job.stdout, 120)
         job.send_signal(signal.SIGTERM)
         _, stderr = job.communicate(timeout=60)
     finally:

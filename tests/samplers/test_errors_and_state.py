@@ -105,6 +105,7 @@ def test_bad_arguments():
         ReproduceBatchSampler([3, 1, 2])  # an index sampler: single indices, no batch size to read
 
 
+@pytest.mark.also_per_backend  # proves something only where the framework is installed
 def test_samplers_import_no_framework():
     code = ("import sys, fastcore_train.samplers; "
             "print(','.join(m for m in ('torch', 'paddle', 'jittor', 'oneflow') if m in sys.modules))")

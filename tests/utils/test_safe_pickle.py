@@ -97,6 +97,7 @@ def test_damaged_bytes_are_an_unpickling_error_naming_the_file(tmp_path):
         safe_pickle.load_file(path)
 
 
+@pytest.mark.also_per_backend  # numpy 1.26 is what the jittor and oneflow envs have
 @pytest.mark.skipif(int(np.__version__.split(".")[0]) >= 2, reason="numpy 1.26's partial numpy._core shim only")
 def test_numpy_1_loads_while_its_core_shim_is_imported():
     """numpy 1.26 ships a partial ``numpy._core`` that becomes an attribute once pyarrow or pandas

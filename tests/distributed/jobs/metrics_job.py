@@ -11,7 +11,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script; a pool rank has it already
+    sys.path.insert(0, str(ROOT))
 
 from fastcore_train import Evaluator  # noqa: E402
 from fastcore_train.metrics.element_ops import element_ops  # noqa: E402

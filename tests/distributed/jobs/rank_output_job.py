@@ -6,7 +6,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script; a pool rank has it already
+    sys.path.insert(0, str(ROOT))
 
 import importlib  # noqa: E402
 

@@ -7,7 +7,8 @@ backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, an
 ``save_after_run`` (a checkpoint folder, saved once run() returned), ``preempt`` (``{"checkpoints": folder,
 "rank": r, "at": b, "signal": name, "every_n_batches": n}``: ``CheckpointCallback(folder, requeue_signal=SIGUSR1,
 every_n_batches=n)``, and rank r sends itself the signal (default SIGUSR1) after batch b unless ``<out>/signalled``
-exists), ``save_model`` (folder), ``activation_checkpointing``, ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce``. Each rank writes
+exists), ``save_model`` (folder), ``activation_checkpointing``, ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce`` (rank 0 prints TRAINING after
+batch 2: every rank has started training). Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -19,7 +20,8 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script; a pool rank has it already
+    sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
@@ -103,8 +105,9 @@ def main(config):
     for name in EVENTS:
         trainer.add_callback_fn(getattr(Event, name)(), lambda t, *args, _name=name: events.append(_name))
     trainer.add_callback_fn(Event.on_train_batch_end(every=3), lambda t: every.append(t.global_forward_batches))
-    if config.get("announce") and trainer.driver.comm.rank == 0:
-        print("TRAINING", flush=True)
+    if config.get("announce"):  # rank 0 says TRAINING once every rank has trained 2 batches
+        trainer.add_callback_fn(Event.on_train_batch_end(once=2), lambda t: t.driver.comm.rank == 0 and
+                                print("TRAINING", flush=True))
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
     if config.get("save_after_run"):
         trainer.save_checkpoint(config["save_after_run"])

@@ -8,7 +8,7 @@ end), ``kill_rank``/``kill_at`` (that rank SIGKILLs itself), ``exit0_rank``/``ex
 ends with ``os._exit(0)``), ``checkpoints`` (a folder for
 ``CheckpointCallback(on_exceptions=KeyboardInterrupt)``; ``every_n_batches`` adds regular checkpoints
 there; ``slow_exception_save``: seconds the exception checkpoint's model file takes, announced by
-printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (print TRAINING once rank 0 trains), ``nan_rank``/``nan_at`` (that rank's loss is NaN at
+printing SAVING; ``slow_regular_save``: seconds each regular one's model file takes), ``slow`` and ``announce`` (rank 0 prints TRAINING after batch 2: every rank has trained), ``nan_rank``/``nan_at`` (that rank's loss is NaN at
 global batch ``nan_at`` + 1, under ``NanGuardCallback(check_every=2)``). Each rank writes
 ``<out>/rank_<r>.json`` when ``run()`` returns, and
 ``<out>/rank_<r>.exception`` (the exception's type and the batch count) from ``on_exception``.
@@ -22,7 +22,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[3]
-sys.path.insert(0, str(ROOT))
+if str(ROOT) not in sys.path:  # run as a script; a pool rank has it already
+    sys.path.insert(0, str(ROOT))
 
 from fastcore_train import Callback, CheckpointCallback, NanGuardCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
@@ -51,6 +52,8 @@ class Trouble(Callback):
             os._exit(0)
         if self.config.get("slow"):
             time.sleep(0.05)
+        if self.config.get("announce") and batches == 2 and trainer.driver.comm.rank == 0:
+            print("TRAINING", flush=True)
 
     def on_before_backward(self, trainer, outputs):
         if self._mine(trainer, "nan") and trainer.global_forward_batches == self.config["nan_at"]:
@@ -60,9 +63,6 @@ class Trouble(Callback):
         if self._mine(trainer, "stop") and self.config["stop_at"] == "epoch":
             trainer.stop_training()
 
-    def on_train_begin(self, trainer):
-        if self.config.get("announce") and trainer.driver.comm.rank == 0:
-            print("TRAINING", flush=True)
 
     def on_exception(self, trainer, exception):
         self.interrupted = True

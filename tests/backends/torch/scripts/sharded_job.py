@@ -1,6 +1,6 @@
 """A job for the FairScale and torch FSDP tests, run as a real script (self-launched or under torchrun).
 
-Usage: python sharded_job.py CONFIG_JSON. Every run trains the conformance MLP with SGD (momentum
+Usage: python sharded_job.py CONFIG_JSON, or :func:`main` on a rank pool's ranks. Every run trains the conformance MLP with SGD (momentum
 and a step LR schedule by default, so optimizer and scheduler state matter) on ``samples``
 shuffled samples. ``mode``:
 
@@ -243,6 +243,12 @@ def run_job(config, launcher="self", nproc=2, timeout=120):
     return run_process_tree(command, timeout)
 
 
+def run_in_pool(pool, config, timeout=120):
+    """Run this job's :func:`main` on the ranks of a rank pool (torchrun's, reused across tests); a failing
+    or hanging job fails the test with every rank's output."""
+    pool.run(main, {"device": None, **config}, timeout=timeout)
+
+
 def outputs(folder, world_size=2):
     ranks = []
     for rank in range(world_size):
@@ -262,11 +268,10 @@ def single_process_weights(config):
     return HARNESS.get_weights(trainer.model)
 
 
-def assert_clipped_training_matches_one_process(config, clip, out):
-    """Two sharded ranks with ``GradClipCallback(**clip)`` end with the weights of one process
+def assert_clipped_training_matches_one_process(config, clip, out, pool):
+    """Two sharded ranks (of ``pool``) with ``GradClipCallback(**clip)`` end with the weights of one process
     clipping the global batch's gradients (and clipping did change them)."""
-    done = run_job({**config, "grad_clip": clip, "out": str(out)})
-    assert done.returncode == 0, done.stderr[-4000:]
+    run_in_pool(pool, {**config, "grad_clip": clip, "out": str(out)})
     expected = single_process_weights({**config, "grad_clip": clip})
     assert not np.allclose(expected["w1"], single_process_weights(config)["w1"]), "clipping made no difference"
     for rank in outputs(out):
