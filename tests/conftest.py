@@ -114,4 +114,3 @@ def ray_cluster():
     ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
     yield ray
     ray.shutdown()
-

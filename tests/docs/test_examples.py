@@ -112,12 +112,13 @@ def run_chain(chain: examples.Chain, folder: Path, server: Optional[ForkServer] 
     return returncode, examples.relabel_traceback(stdout + stderr, path, origin)
 
 
-def test_example_runs(chain: examples.Chain, tmp_path: Path, fork_server: Optional[ForkServer],
-                      request: pytest.FixtureRequest) -> None:
+def test_example_runs(chain: examples.Chain, tmp_path: Path, request: pytest.FixtureRequest) -> None:
     extra_env = {}
     if chain.ray:  # join the session's cluster instead of starting one
         extra_env["RAY_ADDRESS"] = request.getfixturevalue("ray_cluster").get_runtime_context().gcs_address
-    returncode, output = run_chain(chain, tmp_path, fork_server, extra_env)
+    # (the fork server starts with the first example that needs it: none in a -dist half)
+    server = None if chain.env.endswith("-dist") else request.getfixturevalue("fork_server")
+    returncode, output = run_chain(chain, tmp_path, server, extra_env)
     if returncode != 0:
         pages = ", ".join(block.where for block in chain.blocks)
         pytest.fail(f"the docs example at {pages} ({chain.env}) exited with {returncode}:\n{output[-6000:]}")

@@ -36,3 +36,11 @@ class SignalOnce(Callback):
                 and not Path(self.marker).exists():
             Path(self.marker).write_text(str(self.at))
             os.kill(os.getpid(), self.signum)
+
+
+def announce(trainer) -> None:
+    """Rank 0 prints TRAINING (for a test waiting to signal a job in training), once every rank is
+    there: a barrier first, as a rank of a lazy framework (jittor) may run ahead of one still starting."""
+    trainer.driver.comm.barrier()
+    if trainer.driver.comm.rank == 0:
+        print("TRAINING", flush=True)

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from fastcore_train import Accuracy, Callback, CheckpointCallback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
-from tests.distributed.jobs.job_callbacks import Fail, SignalOnce, Slow  # noqa: E402
+from tests.distributed.jobs.job_callbacks import Fail, SignalOnce, Slow, announce  # noqa: E402
 from tests.distributed.launchers import BACKENDS  # noqa: E402
 
 EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_batch_begin", "on_before_backward",
@@ -106,8 +106,7 @@ def main(config):
         trainer.add_callback_fn(getattr(Event, name)(), lambda t, *args, _name=name: events.append(_name))
     trainer.add_callback_fn(Event.on_train_batch_end(every=3), lambda t: every.append(t.global_forward_batches))
     if config.get("announce"):  # rank 0 says TRAINING once every rank has trained 2 batches
-        trainer.add_callback_fn(Event.on_train_batch_end(once=2), lambda t: t.driver.comm.rank == 0 and
-                                print("TRAINING", flush=True))
+        trainer.add_callback_fn(Event.on_train_batch_end(once=2), announce)
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
     if config.get("save_after_run"):
         trainer.save_checkpoint(config["save_after_run"])

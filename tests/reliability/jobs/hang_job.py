@@ -27,6 +27,7 @@ if str(ROOT) not in sys.path:  # run as a script; a pool rank has it already
 
 from fastcore_train import Callback, CheckpointCallback, NanGuardCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
+from tests.distributed.jobs.job_callbacks import announce  # noqa: E402
 from tests.distributed.launchers import BACKENDS  # noqa: E402
 
 
@@ -52,8 +53,8 @@ class Trouble(Callback):
             os._exit(0)
         if self.config.get("slow"):
             time.sleep(0.05)
-        if self.config.get("announce") and batches == 2 and trainer.driver.comm.rank == 0:
-            print("TRAINING", flush=True)
+        if self.config.get("announce") and batches == 2:
+            announce(trainer)
 
     def on_before_backward(self, trainer, outputs):
         if self._mine(trainer, "nan") and trainer.global_forward_batches == self.config["nan_at"]:
