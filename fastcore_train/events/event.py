@@ -1,14 +1,15 @@
 """Event names, their listener signatures, and the every/once/filter_fn gate.
 
 An :class:`Event` names a moment of training (``Event.on_train_batch_end()``) and optionally
-gates how often a listener runs: ``every=n`` (each n-th time), ``once=n`` (only the n-th time) or
+gates how often a listener runs: ``every=n`` (each n-th time), ``once=n`` (only the n-th time;
+``once=True``, as fastNLP writes it, is the first) or
 ``filter_fn(filter, trainer) -> bool``. The gate's counters are plain ints so that checkpoints
 can carry them and a resumed run fires listeners exactly as an uninterrupted one would.
 """
 from __future__ import annotations
 
 import functools
-from typing import Any, Callable, Optional
+from typing import Any, Callable, Optional, Union
 
 # Every event, in the order a training run meets them, with the arguments a listener receives
 # after ``trainer``. This table is the single source of truth for names and signatures.
@@ -40,8 +41,20 @@ EVENT_SIGNATURES: dict[str, tuple[str, ...]] = {
 }
 
 
+def gate_once(owner: str, once: Any) -> Any:
+    """``once`` as the call number it names: fastNLP's ``once=True`` is the first call (``True == 1``
+    in its gate), so it is read as ``1``; ``once=False`` would never run and is refused."""
+    if once is True:
+        return 1
+    if once is False:
+        raise ValueError(f"{owner}: once=False never runs the listener; leave once out to run it on every call, "
+                         "or give once=True (the first call) or once=n (the n-th call).")
+    return once
+
+
 def check_gate(owner: str, every: Any, once: Any, filter_fn: Any) -> None:
-    """Raise ValueError unless at most one of every/once/filter_fn is given, and validly."""
+    """Raise ValueError unless at most one of every/once/filter_fn is given, and validly
+    (``once`` already read by :func:`gate_once`)."""
     given = [k for k, v in (("every", every), ("once", once), ("filter_fn", filter_fn)) if v is not None]
     if len(given) > 1:
         raise ValueError(
@@ -102,6 +115,7 @@ class Event:
                  filter_fn: Optional[Callable[[EventFilter, Any], bool]] = None) -> None:
         if name not in EVENT_SIGNATURES:
             raise ValueError(f"Unknown event {name!r}; known events: {', '.join(EVENT_SIGNATURES)}.")
+        once = gate_once(f"Event {name!r}", once)
         check_gate(f"Event {name!r}", every, once, filter_fn)
         self.name = name
         self.every = every
@@ -135,7 +149,7 @@ class Event:
 
 
 def _make_constructor(event_name: str) -> staticmethod:
-    def constructor(every: Optional[int] = None, once: Optional[int] = None,
+    def constructor(every: Optional[int] = None, once: Union[int, bool, None] = None,
                     filter_fn: Optional[Callable[[EventFilter, Any], bool]] = None) -> Event:
         return Event(event_name, every=every, once=once, filter_fn=filter_fn)
 
@@ -164,6 +178,7 @@ class Filter:
 
     def __init__(self, every: Optional[int] = None, once: Optional[int] = None,
                  filter_fn: Optional[Callable[[EventFilter, Any], bool]] = None) -> None:
+        once = gate_once("Filter", once)
         check_gate("Filter", every, once, filter_fn)
         self.gate = EventFilter(every if every is not None or once is not None or filter_fn is not None else 1,
                                 once, filter_fn)

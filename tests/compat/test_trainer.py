@@ -160,3 +160,38 @@ def test_n_batches_counts_the_capped_epochs_from_the_start_of_run(harness):
     trainer.add_callback_fn(Event.on_train_begin(), lambda t: seen.append(t.n_batches))
     trainer.run(num_train_batch_per_epoch=2, num_eval_sanity_batch=0)
     assert seen == [6] and trainer.global_forward_batches == 6
+
+
+# ------------------------------------------------------------------ Trainer.on, fastNLP's Example 1
+def test_trainer_on_example_1_as_fastnlp_writes_it(harness, tmp_path):
+    """fastNLP 1.0's ``Trainer.on`` docstring, Example 1, as written there: ``once=True`` is the
+    first save only; a gate of ``every=2`` runs on every second batch."""
+    from fastcore_train import CheckpointCallback
+
+    calls: dict[str, list[int]] = {"do_something_1": [], "do_something_2": [], "do_something_3": []}
+
+    @Trainer.on(Event.on_save_model())
+    def do_something_1(trainer):
+        calls["do_something_1"].append(trainer.global_forward_batches)
+
+    @Trainer.on(Event.on_save_model(once=True))
+    def do_something_2(trainer):
+        calls["do_something_2"].append(trainer.global_forward_batches)
+
+    @Trainer.on(Event.on_train_batch_begin(every=2))
+    def do_something_3(trainer, batch, indices):
+        calls["do_something_3"].append(trainer.global_forward_batches)
+
+    x, y = make_data(24)  # 3 batches of 8 per epoch
+    model = harness.make_model(initial_weights())
+    trainer = make_trainer(harness, model, x, y, n_epochs=3,
+                           callbacks=[CheckpointCallback(tmp_path, every_n_epochs=1, save_object="model")])
+    trainer.run(num_eval_sanity_batch=0)
+    assert calls["do_something_1"] == [3, 6, 9]
+    assert calls["do_something_2"] == [3]
+    assert calls["do_something_3"] == [1, 3, 5, 7]  # before the 2nd, 4th, ... batch: 1, 3, ... trained
+
+
+def test_once_false_never_runs_and_says_so():
+    with pytest.raises(ValueError, match="once=False never runs"):
+        Event.on_save_model(once=False)
