@@ -46,17 +46,32 @@ ELSEWHERE = {
 ENV_TYPES = ("pytorch", "pytorchDDP", "deepspeed", "deepspeed+mpu")
 
 
+def device_name(device: Any) -> Optional[str]:
+    """``pytorch_device`` as text: FlagAI's examples pass a device object
+    (``torch.device("cuda" if torch.cuda.is_available() else "cpu")``), which means its type
+    (``cpu``, ``cuda``) or, with an index, ``cuda:1``."""
+    if device is None or isinstance(device, str):
+        return device
+    kind = getattr(device, "type", None)
+    if isinstance(kind, str):
+        index = getattr(device, "index", None)
+        return kind if index is None else f"{kind}:{index}"
+    raise TypeError(f"pytorch_device={device!r}: give 'cpu', 'cuda', 'cuda:N' or a torch.device.")
+
+
 def from_flagai(env_type: str = "pytorch", pytorch_device: Optional[str] = None, num_gpus: int = 1,
                 deepspeed_config: Any = None, model_parallel_size: int = 1, **names: Any) -> TrainerArgs:
     """The :class:`TrainerArgs` of a FlagAI ``EnvTrainer`` set up with these arguments.
 
     ``pytorch_device`` left out means what FlagAI does: ``cpu`` for ``pytorch``, GPUs for the data
-    parallel types; ``pytorch_device="cpu"`` with ``pytorchDDP`` runs ``num_gpus`` ranks on the CPU.
+    parallel types; ``pytorch_device="cpu"`` (or ``torch.device("cpu")``) with ``pytorchDDP`` runs
+    ``num_gpus`` ranks on the CPU.
     ``deepspeed+mpu`` gives ``driver="torch_model_parallel"`` with ``tp_size=model_parallel_size``
     (the data-parallel rest, ``num_gpus / model_parallel_size``, sharded with FSDP2, which takes the
     place of ``deepspeed_config``'s ZeRO); which layers to split is the model's: set
     ``torch_model_parallel_kwargs["tp_plan"]`` unless it has a Hugging Face ``tp_plan``.
     """
+    pytorch_device = device_name(pytorch_device)
     if env_type not in ENV_TYPES:
         raise ValueError(f"env_type {env_type!r} is not supported; FlagAI's {', '.join(ENV_TYPES)} are "
                          "('bmtrain' has no counterpart here).")

@@ -10,7 +10,7 @@ A FlagAI script keeps its argument handling::
 
 Flags, defaults and parsing follow FlagAI's ``EnvArgs``: booleans are written ``True`` / ``False``,
 a value written ``[a,b]`` becomes the list ``["a", "b"]``, ``env_type=pytorch`` sets
-``not_call_launch``. Every value stays on the namespace (``args.batch_size``, ``args.lr``, your
+``not_call_launch``; ``--local_rank`` is also read as ``--local-rank`` (torch 2's launcher). Every value stays on the namespace (``args.batch_size``, ``args.lr``, your
 ``add_arg`` names) for the dataloader and optimizer you build.
 """
 from __future__ import annotations
@@ -48,6 +48,9 @@ FLAGS: dict[str, tuple[Any, Callable[[Any], Any]]] = {
     "deepspeed_config": ("./deepspeed.json", str), "model_parallel_size": (1, int),
     "training_script": ("train.py", str), "local_rank": (0, int),
 }
+#: Other spellings of a flag: torch 2's ``torch.distributed.launch`` passes ``--local-rank`` (FlagAI reads
+#: only ``--local_rank``, so its documented launch line stops there: "unrecognized arguments").
+ALSO_SPELLED = {"local_rank": ("--local-rank",)}
 #: The flags that set up the Trainer (passed to :func:`fastcore_train.config.from_flagai`).
 TRAINER_FLAGS = ("env_type", "pytorch_device", "num_gpus", "deepspeed_config", "epochs", "gradient_accumulation_steps",
                  "fp16", "eval_interval", "seed", "log_interval", "tensorboard", "tensorboard_dir",
@@ -77,7 +80,8 @@ class EnvArgs:
         self.parser = argparse.ArgumentParser(description="FlagAI-style arguments (fastcore_train)",
                                               allow_abbrev=False)
         for name, (default, kind) in FLAGS.items():
-            self.parser.add_argument(f"--{name}", default=defaults.pop(name, default), type=kind)
+            spellings = [f"--{name}", *ALSO_SPELLED.get(name, ())]
+            self.parser.add_argument(*spellings, default=defaults.pop(name, default), type=kind)
         self.parser.add_argument("--not_call_launch", action="store_true",
                                  help="FlagAI's launcher flag; ranks self-launch here only when no launcher started them")
         for name, default in defaults.items():  # FlagAI's other EnvArgs names (lora, wandb, ...): typed by default

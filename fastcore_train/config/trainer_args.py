@@ -22,10 +22,7 @@ from typing import Any, Optional, Sequence, Union
 #: Fields that are ``Trainer.run()`` arguments rather than constructor arguments.
 RUN_FIELDS = ("num_train_batch_per_epoch", "num_eval_batch_per_dl", "num_eval_sanity_batch", "resume_from",
               "resume_training", "catch_KeyboardInterrupt")
-#: Constructor parameters the Trainer declares by name (the rest go through its ``**kwargs``).
-NAMED_FIELDS = ("driver", "device", "n_epochs", "evaluate_every", "train_fn", "evaluate_fn", "input_mapping",
-                "output_mapping", "model_wo_auto_param_call", "accumulation_steps", "fp16", "monitor",
-                "larger_better", "n_batches", "overfit_batches", "marker")
+
 
 def _arg(default: Any, help: str) -> Any:
     """A dataclass field with its help text (lists and dicts get a fresh copy per instance)."""
@@ -111,20 +108,22 @@ class TrainerArgs:
     resume_training: bool = _arg(True, "run(): restore the training state too (False: the model's weights only).")
     catch_KeyboardInterrupt: Optional[bool] = _arg(None, "run(): end quietly on Ctrl-C (None: yes unless data parallel).")
 
-    def trainer_kwargs(self) -> dict[str, Any]:
+    def trainer_kwargs(self, **yours: Any) -> dict[str, Any]:
         """Keyword arguments for ``Trainer(model, train_dataloader, optimizers, **...)``.
 
-        The named constructor parameters always; the ``**kwargs`` options only where they differ
-        from their default, so the Trainer sees exactly what a hand-written call would pass.
+        Only the options that differ from the Trainer's defaults, so the Trainer sees exactly what a
+        hand-written call would pass, and a call may add its own (``Trainer(..., **args.trainer_kwargs(),
+        input_mapping=...)``) without "got multiple values for keyword argument". ``yours`` are
+        added (or replace these values) here: ``trainer_kwargs(input_mapping=...)``.
         """
         values: dict[str, Any] = {}
         for item in dataclasses.fields(self):
             if item.name in RUN_FIELDS:
                 continue
             value = getattr(self, item.name)
-            if item.name in NAMED_FIELDS or value != _default_of(item):
+            if value != _default_of(item):
                 values[item.name] = value
-        return values
+        return {**values, **yours}
 
     def run_kwargs(self) -> dict[str, Any]:
         """Keyword arguments for ``trainer.run(**...)``."""

@@ -32,13 +32,26 @@ def test_every_value_argument_of_the_trainer_is_a_field_with_its_default():
     assert all(item.metadata.get("help") for item in FIELDS.values())
 
 
-def test_trainer_kwargs_pass_named_arguments_and_only_changed_options():
+def test_trainer_kwargs_pass_only_changed_arguments():
     args = TrainerArgs(n_epochs=3, sampler_seed=5, resume_from="ckpt")
     kwargs = args.trainer_kwargs()
-    assert kwargs["n_epochs"] == 3 and kwargs["sampler_seed"] == 5 and kwargs["driver"] == "auto"
+    assert kwargs == {"n_epochs": 3, "sampler_seed": 5}
     assert "progress_bar" not in kwargs and "torch_kwargs" not in kwargs and "resume_from" not in kwargs
     assert args.run_kwargs()["resume_from"] == "ckpt"
     assert TrainerArgs().report_to is not TrainerArgs().report_to  # no shared mutable default
+
+
+def test_a_call_adds_its_own_arguments_beside_the_args_ones():
+    """FlagAI's and the HF walk-through's form: ``Trainer(..., **args.trainer_kwargs(), input_mapping=...)``."""
+    mapping = {"x": "features"}
+
+    def trainer(**kwargs):
+        return kwargs
+
+    args = EnvArgs(env_type="pytorchDDP").parse_args(["--num_gpus=2", "--pytorch_device=cpu"]).trainer_args()
+    assert trainer(**args.trainer_kwargs(), input_mapping=mapping)["input_mapping"] == mapping
+    replaced = TrainerArgs(input_mapping={"a": "b"}).trainer_kwargs(input_mapping=mapping, n_epochs=2)
+    assert replaced == {"input_mapping": mapping, "n_epochs": 2}
 
 
 def test_the_docs_table_is_generated_from_the_fields():
