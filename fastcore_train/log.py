@@ -54,9 +54,37 @@ def _rank_level() -> int:
     return _level_from_env(logging.WARNING)
 
 
+#: Set for the ranks that ``notebook_launcher`` starts from a notebook: their INFO lines go to stdout too.
+INFO_TO_STDOUT_ENV = "FASTCORE_TRAIN_LOG_INFO_TO_STDOUT"
+
+
+def in_a_notebook() -> bool:
+    """Whether this process is a Jupyter kernel, or a rank a kernel started (:data:`INFO_TO_STDOUT_ENV`)."""
+    if os.environ.get(INFO_TO_STDOUT_ENV) == "1":
+        return True
+    if "ipykernel" not in sys.modules:
+        return False
+    from fastcore_train.parallel.interactive import interactive_interpreter
+    return interactive_interpreter() == "a Jupyter kernel"
+
+
+class _ConsoleHandler(logging.StreamHandler):
+    """stderr; in a notebook, INFO and below (the model summary, progress lines) go to stdout, since
+    Jupyter shows stderr on a red background, which reads as an error."""
+
+    def __init__(self) -> None:
+        super().__init__(sys.stderr)
+        self._stderr = self.stream
+
+    def emit(self, record: logging.LogRecord) -> None:
+        # emit runs under the handler's lock (Handler.handle), so switching the stream here is safe
+        self.stream = sys.stdout if record.levelno < logging.WARNING and in_a_notebook() else self._stderr
+        super().emit(record)
+
+
 def _install_console_handler() -> None:
     if not logger.handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = _ConsoleHandler()
         handler.setFormatter(_format(_RankState.rank, _RankState.world_size))
         logger.addHandler(handler)
         logger.setLevel(_rank_level())

@@ -12,7 +12,7 @@ from typing import Any
 
 from fastcore_train.config.trainer_args import TrainerArgs
 
-__all__ = ["from_transformers", "RENAMED", "ELSEWHERE"]
+__all__ = ["from_transformers", "RENAMED", "ELSEWHERE", "NO_EFFECT"]
 
 #: transformers name -> TrainerArgs field it sets unchanged.
 RENAMED = {"gradient_accumulation_steps": "accumulation_steps", "fp16": "fp16", "logging_dir": "report_dir",
@@ -25,6 +25,9 @@ COMBINED = ("num_train_epochs", "max_steps", "eval_strategy", "evaluation_strate
 _CHECKPOINTS = "CheckpointCallback(folder, every_n_batches=..., topk=...) in callbacks"
 _OPTIMIZER = "the optimizer you build (optimizer.init_args in a config)"
 _DATALOADER = "the dataloader you build (its batch_size, num_workers, drop_last, pin_memory, collate_fn)"
+#: transformers names that change nothing here, and why (accepted with any value).
+NO_EFFECT = {"log_on_each_node": "rank 0 logs for the whole job (FASTCORE_TRAIN_LOG_ALL_RANKS=1: every rank)"}
+_LOG_LEVEL = "fastcore_train.set_log_level(level) before building the Trainer (or FASTCORE_TRAIN_LOG_LEVEL)"
 #: transformers name -> where that setting lives in fastcore_train.
 ELSEWHERE = {
     "per_device_train_batch_size": _DATALOADER, "per_device_eval_batch_size": _DATALOADER,
@@ -37,7 +40,12 @@ ELSEWHERE = {
     "max_grad_norm": "GradClipCallback(clip_value=...) in callbacks",
     "label_smoothing_factor": "the loss your train_step computes (e.g. the framework's cross entropy's "
                               "label_smoothing)",
-    "label_names": "input_mapping / evaluate_input_mapping (rename the label key to target)",
+    "label_names": "nothing for 'labels' or 'label' (the metrics read them as target); another key: "
+                   "evaluate_input_mapping={key: 'target'} (input_mapping would take it from the model too)",
+    "log_level": _LOG_LEVEL, "log_level_replica": _LOG_LEVEL + " (the other ranks log warnings and errors only; "
+    "FASTCORE_TRAIN_LOG_ALL_RANKS=1 gives them rank 0's level)",
+    "torch_compile_backend": "compile the model before building the Trainer (torch.compile(model, backend=...))",
+    "torch_compile_mode": "compile the model before building the Trainer (torch.compile(model, mode=...))",
     "remove_unused_columns": "nothing: the model's method gets the batch entries its parameters name",
     "save_steps": _CHECKPOINTS, "save_total_limit": _CHECKPOINTS, "save_only_model": _CHECKPOINTS,
     "save_safetensors": "save_neutral_weights / convert_checkpoint (safetensors)",
@@ -51,7 +59,8 @@ ELSEWHERE = {
     "eval_delay": "evaluate_every=callable(trainer) -> bool",
     "logging_first_step": "a Callback's on_train_batch_end",
     "bf16": "fp16=True: the backend's mixed precision (see its backend page for the dtype)",
-    "do_train": "your script calls trainer.run()", "do_eval": "your script calls trainer.run_evaluate()",
+    "do_train": "your script calls trainer.run()",
+    "do_eval": "your script calls trainer.evaluate() (or run_evaluate())",
     "do_predict": "your script calls trainer.predict()",
     "use_cpu": "device='cpu' (the default)", "no_cuda": "device='cpu' (the default)",
     "local_rank": "the launcher's LOCAL_RANK variable", "ddp_backend": "the backend's driver (driver=)",
@@ -64,6 +73,13 @@ ELSEWHERE = {
     "hub_token": "not supported: upload the saved folder with huggingface_hub",
 }
 _STRATEGIES = ("no", "steps", "epoch")
+#: Values that ask for nothing beyond the defaults here (transformers' own defaults among them).
+_ASKS_FOR_NOTHING = {"label_names": (["labels"], ["label"], ("labels",), ("label",)),
+                     "log_level": ("passive",), "log_level_replica": ("passive", "warning")}
+
+
+def _asks_for_something(name: str, value: Any) -> bool:
+    return bool(value) and value not in _ASKS_FOR_NOTHING.get(name, ())
 
 
 def _strategy(name: str, value: Any) -> str:
@@ -81,19 +97,30 @@ def _whole(name: str, value: Any) -> int:
     return int(value)
 
 
-def from_transformers(**names: Any) -> TrainerArgs:
-    """The :class:`TrainerArgs` of a transformers ``TrainingArguments(**names)`` setup."""
-    known = set(RENAMED) | set(COMBINED) | set(ELSEWHERE)
+def _check_every_name(names: dict[str, Any]) -> None:
+    """One error naming every argument that is not mapped here: those set elsewhere, each with where
+    it goes, and those unknown; nothing when every name is the Trainer's or asks for nothing."""
+    known = set(RENAMED) | set(COMBINED) | set(ELSEWHERE) | set(NO_EFFECT)
     unknown = sorted(set(names) - known)
-    if unknown:
-        raise ValueError(f"Unknown transformers argument(s) {unknown}; known: {sorted(known)}.")
-    moved = {name: ELSEWHERE[name] for name, value in names.items() if name in ELSEWHERE and value}
+    moved = {name: ELSEWHERE[name] for name, value in names.items()
+             if name in ELSEWHERE and _asks_for_something(name, value)}
     save = names.get("save_strategy")
     if save is not None and _strategy("save_strategy", save) != "no":
         moved["save_strategy"] = _CHECKPOINTS
+    parts = []
     if moved:
-        raise ValueError("These transformers arguments are not Trainer arguments here: " +
-                         "; ".join(f"{name} -> {where}" for name, where in moved.items()) + ".")
+        parts.append("These transformers arguments are not Trainer arguments here: " +
+                     "; ".join(f"{name} -> {where}" for name, where in moved.items()) + ".")
+    if unknown:
+        parts.append(f"Unknown transformers argument(s) {unknown}: no TrainingArguments field of that name is mapped "
+                     "here (see docs/migration.md, 'Coming from the transformers TrainingArguments').")
+    if parts:
+        raise ValueError(" ".join(parts))
+
+
+def from_transformers(**names: Any) -> TrainerArgs:
+    """The :class:`TrainerArgs` of a transformers ``TrainingArguments(**names)`` setup."""
+    _check_every_name(names)
     values = {RENAMED[name]: value for name, value in names.items() if name in RENAMED}
     accumulation = int(values.get("accumulation_steps", 1))
     if names.get("num_train_epochs") is not None:

@@ -23,6 +23,21 @@ from fastcore_train.utils.param_call import ParamBinder
 __all__ = ["EvaluatorMetric", "normalize_metrics"]
 
 
+#: transformers' names for what a metric reads: a ``ModelOutput``'s ``logits`` are the predictions,
+#: the batch's ``labels`` (``label`` in a raw datasets row) the targets; used when no key has the
+#: metric's own name (``pred``, ``preds``, ``target``), so an HF model needs no mapping.
+HF_METRIC_NAMES = {"pred": ("logits",), "preds": ("logits",), "target": ("labels", "label")}
+#: What to rename for a metric: the evaluation's mappings only (``input_mapping`` renames the model's
+#: inputs too, and a transformers model computes its loss from ``labels``).
+METRIC_RENAME_HINT = ("Rename for the metrics with evaluate_output_mapping={'model_output': 'param_name'} or "
+                      "evaluate_input_mapping={'batch_key': 'param_name'} (input_mapping would rename the model's "
+                      "inputs for training too), or name the metric's update parameters after the keys.")
+
+
+def _binder(fn: Any, signature_fn: Any = None) -> ParamBinder:
+    return ParamBinder(fn, signature_fn, aliases=HF_METRIC_NAMES, hint=METRIC_RENAME_HINT)
+
+
 class EvaluatorMetric:
     """One metric of the Evaluator, whatever its kind."""
 
@@ -31,18 +46,18 @@ class EvaluatorMetric:
         self.adapter: Optional[MetricAdapter] = None
         if is_metric_function(metric):
             self.adapter = FunctionMetric(name, metric, driver.data.to_numpy)
-            self.binder = ParamBinder(self.adapter.update)
+            self.binder = _binder(self.adapter.update)
         elif isinstance(metric, Metric):
             if driver.backend in {entry.name for entry in all_backends()}:
                 metric.use_backend(driver.backend)  # backend="auto" follows the driver
             metric.to(driver.data.device)
-            self.binder = ParamBinder(metric.update)
+            self.binder = _binder(metric.update)
         elif (adapter := adapt_metric(metric)) is not None:
             self.adapter = adapter
             adapter.to(driver.data.device)
-            self.binder = ParamBinder(adapter.update_fn, adapter.signature_fn)
+            self.binder = _binder(adapter.update_fn, adapter.signature_fn)
         else:
-            self.binder = ParamBinder(metric.update)
+            self.binder = _binder(metric.update)
 
     def check_split(self, split: bool) -> None:
         """Warn once when ranks evaluate shares but this metric will not combine them."""

@@ -38,13 +38,13 @@ def predict_fn_name(driver: Any, predict_fn: Optional[str]) -> str:
 
 def split_rows(outputs: Any, warned: set[str]) -> list[Any]:
     """Per-sample rows of one batch's outputs (numpy already): a dict's per-sample entries, or
-    the rows of one array. Entries with no batch dimension (a scalar loss) are left out, once
-    with a warning naming them; a list is taken as one item per sample (ragged outputs)."""
+    the rows of one array. Entries with no batch dimension are left out, once with a warning naming
+    them (silently for ``loss``, the batch's loss); a list is taken as one item per sample (ragged outputs)."""
     if isinstance(outputs, Mapping):
         columns = {}
         for key, value in outputs.items():
             if isinstance(value, np.ndarray) and value.ndim == 0 or np.isscalar(value):
-                if key not in warned:
+                if key not in warned and key != "loss":  # a batch's loss (a transformers model given labels)
                     warned.add(key)
                     logger.warning("predict: output %r has no batch dimension (one value per batch); it is left "
                                    "out of the predictions.", key)

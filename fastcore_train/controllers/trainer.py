@@ -7,7 +7,9 @@ a ``None`` and skips the call.
 
 This module builds the Trainer and drives a run; the Trainer's other parts are mixins beside it:
 the step primitives (:mod:`~fastcore_train.controllers.batch_step`), the epoch loop
-(:mod:`~fastcore_train.controllers.train_loop`), saving and loading
+(:mod:`~fastcore_train.controllers.train_loop`), a run's course and its end
+(:mod:`~fastcore_train.controllers.run_control`), transformers' method names
+(:mod:`~fastcore_train.controllers.transformers_methods`), saving and loading
 (:mod:`~fastcore_train.controllers.persistence`), the RNG states
 (:mod:`~fastcore_train.controllers.random_state`) and the state attributes
 (:mod:`~fastcore_train.controllers.state_view`); :mod:`~fastcore_train.controllers.arguments`
@@ -22,7 +24,6 @@ from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
-from fastcore_train.checkpoint.resume import choose_resume_folder, is_auto
 from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_nan_guard, check_run_arguments,
                                                   check_train_dataloader, check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
@@ -33,12 +34,14 @@ from fastcore_train.controllers.options import split_backend_kwargs
 from fastcore_train.controllers.overfit import OverfitDataLoader
 from fastcore_train.controllers.persistence import PersistenceMixin
 from fastcore_train.controllers.predict import Predictor
-from fastcore_train.controllers.run_guard import RunGuard, TrainingRequeued, TrainingTerminated
+from fastcore_train.controllers.run_control import RunControlMixin
+from fastcore_train.controllers.run_guard import RunGuard
+from fastcore_train.controllers.transformers_methods import TransformersMethodsMixin
 from fastcore_train.controllers.random_state import RandomStateMixin
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.controllers.state_view import StateViewMixin
 from fastcore_train.controllers.train_loop import TrainLoopMixin
-from fastcore_train.controllers.train_output import LossTally, TrainOutput, epochs_done
+from fastcore_train.controllers.train_output import LossTally, TrainOutput
 from fastcore_train.drivers.activation_checkpointing import apply_activation_checkpointing
 from fastcore_train.drivers.choose import choose_driver
 from fastcore_train.drivers.driver import Driver
@@ -46,7 +49,6 @@ from fastcore_train.events.callback import Callback
 from fastcore_train.events.event import Event
 from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
-from fastcore_train.parallel.watchdog import EPOCH_END, EPOCH_STOP_DECISION, TRAIN_END
 from fastcore_train.samplers.adapt import make_reproducible_dataloader
 from fastcore_train.summary import summarize
 from fastcore_train.utils.parameters import model_without_parameters, optimizers_miss_the_model
@@ -66,7 +68,8 @@ def _default_if_none(value: Any, default: Any) -> Any:
     return default if value is None else value
 
 
-class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin, StateViewMixin):
+class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin, RandomStateMixin, StateViewMixin,
+              TransformersMethodsMixin):
     """Train ``model`` on ``train_dataloader`` with ``optimizers`` through a framework driver.
 
     See the docs for every parameter; the ones a fastNLP 1.0 user knows keep their meaning:
@@ -288,128 +291,6 @@ class Trainer(BatchStepMixin, TrainLoopMixin, PersistenceMixin, RandomStateMixin
         with RunGuard(self.driver, requeue_signals) as self._guard:
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
         return self._train_output(time.perf_counter() - started)
-
-    def _train_output(self, runtime: float) -> TrainOutput:
-        """This run's :class:`TrainOutput`: the batches trained, the mean loss, speed and the last results."""
-        state = self.state
-        training_loss = self._loss_tally.mean()
-        trained = state.global_forward_batches - self._batches_at_start
-        metrics: dict[str, Any] = {
-            "train_runtime": round(runtime, 4),
-            "train_steps_per_second": round(trained / runtime, 3) if runtime > 0 else math.nan,
-            "train_loss": training_loss,
-            "epoch": epochs_done(state.cur_epoch_idx, state.batch_idx_in_epoch, state.num_batches_per_epoch),
-        }
-        for key, value in self.evaluate_results.items():
-            metrics.setdefault(key, value)
-        return TrainOutput(state.global_forward_batches, training_loss, metrics)
-
-    def _run_guarded(self, num_eval_sanity_batch: int, resume_from: Optional[Union[str, Path]],
-                     resume_training: bool, catch_KeyboardInterrupt: bool) -> None:
-        """:meth:`run` inside its :class:`~fastcore_train.controllers.run_guard.RunGuard`."""
-        guard = self._guard
-        try:
-            if is_auto(resume_from):
-                resume_from = choose_resume_folder(str(resume_from), self.callback_manager.callbacks, self.driver.comm)
-            if resume_from is not None:
-                self.load_checkpoint(resume_from, resume_training=resume_training)
-                self._batches_at_start = self.state.global_forward_batches
-            if self.state.n_epochs == 0 and self.state.n_batches <= 0:
-                amount = "every batch" if num_eval_sanity_batch < 0 else f"{num_eval_sanity_batch} batch(es)"
-                logger.info("n_epochs=0: no batch is trained; only the evaluation before training runs, on %s of "
-                            "each evaluate dataloader (num_eval_sanity_batch=%d).", amount, num_eval_sanity_batch)
-            elif self._nothing_left_to_train():
-                self._warn_nothing_left(resume_from)
-            else:
-                self._warn_partial_accumulation()
-            if self.evaluator is not None and num_eval_sanity_batch != 0:
-                self._fire("on_sanity_check_begin")
-                with self._rng_preserved():
-                    sanity_results = self.evaluator.run(num_eval_batch_per_dl=num_eval_sanity_batch)
-                self._fire("on_sanity_check_end", sanity_results)
-            self._fire("on_train_begin")
-            self.driver.comm.barrier()
-            state = self.state
-            self._stop_requested = False
-            while state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches() and not self._stop_requested:
-                self.driver.set_model_mode("train")
-                self._fire("on_train_epoch_begin")
-                self.driver.data.set_epoch(self.dataloader, state.cur_epoch_idx)
-                if not self._train_epoch():
-                    break  # stopped inside the epoch: it stays open for a checkpoint or another run()
-                state.cur_epoch_idx += 1
-                state.batch_idx_in_epoch = self._batches_before_iter = 0
-                self._fire("on_train_epoch_end")
-                guard.beat(state.global_forward_batches, EPOCH_END)
-                self.driver.comm.barrier()
-                if self.evaluates_at_epoch_end():
-                    self.run_evaluate()
-                if state.cur_epoch_idx < state.n_epochs and not self._reached_n_batches():
-                    self._stop_requested = guard.decide_stop(self._stop_requested, state.global_forward_batches,
-                                                             EPOCH_STOP_DECISION)
-            self._keep_epoch_open()
-            self._fire("on_train_end")
-            self.wait_for_checkpoint()  # an asynchronous checkpoint is published before run() returns
-            guard.beat(state.global_forward_batches, TRAIN_END)
-            self.driver.comm.barrier()
-        except KeyboardInterrupt as interrupt:
-            self._keep_epoch_open_quietly()
-            self._fire_exception(interrupt)
-            self._wait_for_checkpoint_quietly()
-            self.driver.on_exception(interrupt)
-            if isinstance(interrupt, TrainingRequeued):  # saved by CheckpointCallback(requeue_signal=...)
-                logger.warning("Training stopped for a requeue after batch %d; exiting with status %d.",
-                               self.state.global_forward_batches, interrupt.exit_code)
-                raise SystemExit(interrupt.exit_code) from None
-            if not catch_KeyboardInterrupt:
-                raise
-            logger.warning("Training interrupted (%s) at epoch %d, batch %d.",
-                           "SIGTERM" if isinstance(interrupt, TrainingTerminated) else "KeyboardInterrupt",
-                           self.state.cur_epoch_idx, self.state.batch_idx_in_epoch)
-        except BaseException as error:
-            self._keep_epoch_open_quietly()
-            self._fire_exception(error)
-            self._wait_for_checkpoint_quietly()
-            self.driver.on_exception(error)
-            raise
-
-    def _fire_exception(self, error: BaseException) -> None:
-        """Run every ``on_exception`` listener; one that fails is logged and noted on ``error``
-        (``add_note``, Python 3.11+), never raised in its place: ``run()`` raises the run's own error."""
-        for name, failure in self.callback_manager.fire_exception(self, error):
-            text = (f"The on_exception listener {name} failed while handling {type(error).__name__}: "
-                    f"{type(failure).__name__}: {failure}")
-            logger.error("%s", text, exc_info=failure)
-            add_note = getattr(error, "add_note", None)
-            if add_note is not None:
-                add_note(text)
-
-    def _keep_epoch_open_quietly(self) -> None:
-        """On an exception: hold the interrupted epoch's position, logging (not raising) a failure
-        so that the run's own exception is the one raised."""
-        try:
-            self._keep_epoch_open()
-        except Exception as error:  # noqa: BLE001 - reported, the original exception follows
-            logger.error("The interrupted epoch's position could not be kept for another run(): %s", error)
-
-    def _wait_for_checkpoint_quietly(self) -> None:
-        """On an exception: let an asynchronous checkpoint finish, logging (not raising) its error so
-        that the run's own exception is the one raised."""
-        try:
-            self.wait_for_checkpoint()
-        except Exception as error:  # noqa: BLE001 - reported, the original exception follows
-            logger.error("%s", error)
-
-    def _warn_nothing_left(self, resume_from: Optional[Union[str, Path]]) -> None:
-        state = self.state
-        source = f" (restored from {str(resume_from)!r})" if resume_from is not None else ""
-        limit = f"n_batches={state.n_batches}" if self._reached_n_batches() else f"n_epochs={state.n_epochs}"
-        more = "n_batches" if self._reached_n_batches() else "n_epochs"
-        logger.warning(
-            "Nothing is left to train: %d epoch(s) and %d batch(es) in all are done%s, which already reaches "
-            "%s; run() trains no batch. To train more, build the Trainer with a larger %s (it counts from the "
-            "start of training, not from the checkpoint).",
-            state.cur_epoch_idx, state.global_forward_batches, source, limit, more)
 
     def stop_training(self) -> None:
         """Ask the loop to stop after the current batch (e.g. early stopping). In data parallel one rank's

@@ -27,6 +27,7 @@ import time
 from pathlib import Path
 from typing import IO, Any, Callable, Optional, Sequence
 
+from fastcore_train.log import INFO_TO_STDOUT_ENV, in_a_notebook
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 from fastcore_train.parallel.launch import FAILURE_GRACE, WorkerGroup, check_output_choice, wait_until_listening
 from fastcore_train.parallel.launcher import MPI_INSTALL_HINT, MpirunReexec, find_mpirun
@@ -71,6 +72,8 @@ def _worker_environment(folder: str, markers: Optional[str]) -> dict[str, str]:
     env["PYTHONPATH"] = os.pathsep.join(dict.fromkeys(path for path in [os.getcwd(), *sys.path] if path))
     env[FUNCTION_JOB_ENV] = folder
     env[PARENT_ENV] = str(os.getpid())
+    if in_a_notebook():  # the ranks' INFO lines reach the cell as stdout, not as red stderr
+        env[INFO_TO_STDOUT_ENV] = "1"
     if markers is not None:
         env[RUN_MARKERS_ENV] = markers
     return env
@@ -135,10 +138,18 @@ def _failure_error(folder: str, failures: list[str], fallback: str) -> RankFaile
         message = (f"rank {first['rank']} failed: {first['type']}: {first['message']}"
                    + (f" (then {', '.join(also)} stopped too)" if also else "")
                    + f"\n\nRank {first['rank']}'s traceback:\n{first['traceback']}")
+        if len(records) > 1:  # what the first failure brought down, folded under it: one line each
+            message += "\nThe other ranks stopped because of it:\n" + "\n".join(
+                f"  rank {record['rank']}: {record['type']}: {_first_line(record['message'])}" for record in records[1:])
         return RankFailedError(message, first["rank"], first["traceback"])
     text = failures[0] if failures else fallback
     rank = int(text.split()[1]) if text.startswith("rank ") else None
     return RankFailedError(f"{'; '.join(failures) or fallback}; every rank was stopped.", rank)
+
+
+def _first_line(text: str) -> str:
+    line = text.strip().splitlines()[0] if text.strip() else ""
+    return line if len(line) <= 200 else line[:197] + "..."
 
 
 def _read_result(folder: str) -> Any:

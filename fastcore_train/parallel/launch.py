@@ -322,11 +322,11 @@ def stop_job_after_failure(rank: int, exception: BaseException, workers: Optiona
             logger.error("%s; stopping every rank.", workers.failure_report())
         workers.terminate()
         return
-    record_failure(rank, exception)  # for notebook_launcher's caller (a no-op in other jobs)
-    if isinstance(exception, KeyboardInterrupt):  # Ctrl-C or SIGTERM: no traceback to read
+    reported_by_caller = record_failure(rank, exception)  # notebook_launcher's caller: the first failure first
+    if isinstance(exception, KeyboardInterrupt) and not reported_by_caller:  # Ctrl-C or SIGTERM: no traceback
         sys.stderr.write(f"[rank {rank}] training stopped: {type(exception).__name__}"
                          f"{': ' + str(exception) if str(exception) else ''}\n")
-    else:
+    elif not reported_by_caller:
         sys.stderr.write(f"[rank {rank}] training failed:\n")
         traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
     sys.stdout.flush()

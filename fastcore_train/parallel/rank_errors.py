@@ -29,15 +29,16 @@ class RankFailedError(RuntimeError):
         self.remote_traceback = remote_traceback
 
 
-def record_failure(rank: int, exception: BaseException) -> None:
+def record_failure(rank: int, exception: BaseException) -> bool:
     """In a rank of a function job: write what ``exception`` was for the caller (a no-op elsewhere;
-    the first record of a rank stays)."""
+    the first record of a rank stays). True when the caller will report it (so the rank need not
+    print it: the caller shows the first failure first, and the ones it caused folded under it)."""
     folder = os.environ.get(FUNCTION_JOB_ENV)
     if not folder or not os.path.isdir(folder):
-        return
+        return False
     path = Path(folder, f"error_{rank}.json")
     if path.exists():
-        return
+        return True
     record = {"rank": rank, "type": type(exception).__name__, "message": str(exception), "time": time.time(),
               "traceback": "".join(traceback.format_exception(type(exception), exception, exception.__traceback__))}
     try:
@@ -45,7 +46,8 @@ def record_failure(rank: int, exception: BaseException) -> None:
         partial.write_text(json.dumps(record), encoding="utf-8")
         partial.replace(path)
     except OSError:
-        pass
+        return False
+    return True
 
 
 def read_failures(folder: str) -> list[dict]:

@@ -28,9 +28,9 @@ def this_rank() -> int:
 
 
 def _fail(rank: int, exception: BaseException) -> None:
-    record_failure(rank, exception)
-    sys.stderr.write(f"[rank {rank}] failed:\n")
-    traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
+    if not record_failure(rank, exception):  # recorded: the caller raises it, with the others folded under it
+        sys.stderr.write(f"[rank {rank}] failed:\n")
+        traceback.print_exception(type(exception), exception, exception.__traceback__, file=sys.stderr)
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(1)  # at once: the other ranks may be waiting in a collective; the caller stops them

@@ -17,9 +17,13 @@ class ParamBinder:
     whose real parameters are those of ``model.forward``).
     """
 
-    __slots__ = ("fn", "fn_name", "names", "required", "var_keyword", "_positional")
+    __slots__ = ("fn", "fn_name", "names", "required", "var_keyword", "_positional", "aliases", "hint")
 
-    def __init__(self, fn: Callable[..., Any], signature_fn: Optional[Callable[..., Any]] = None) -> None:
+    def __init__(self, fn: Callable[..., Any], signature_fn: Optional[Callable[..., Any]] = None,
+                 aliases: Optional[Mapping[str, tuple[str, ...]]] = None, hint: Optional[str] = None) -> None:
+        """``aliases``: other keys that fill a parameter absent under its own name (for metrics:
+        transformers' ``logits`` for ``pred``, ``labels`` for ``target``); ``hint``: how to rename,
+        said when a parameter is missing."""
         target = signature_fn if signature_fn is not None else fn
         params = inspect.signature(target).parameters.values()
         kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
@@ -28,6 +32,10 @@ class ParamBinder:
         self.names = tuple(p.name for p in params if p.kind in kinds)
         self.required = tuple(p.name for p in params if p.kind in kinds and p.default is p.empty)
         self.var_keyword = any(p.kind == inspect.Parameter.VAR_KEYWORD for p in params)
+        self.aliases = {name: tuple(others) for name, others in (aliases or {}).items() if name in self.names}
+        self.hint = hint or ("Rename batch keys with input_mapping={'batch_key': 'param_name'} (or output_mapping for "
+                             "model outputs), or pass model_wo_auto_param_call=True to receive the batch as one "
+                             "argument.")
         # Fast path for the common case: a plain dict holding every parameter, passed positionally.
         all_positional = all(p.kind == inspect.Parameter.POSITIONAL_OR_KEYWORD
                              for p in params if p.name in self.names)
@@ -68,17 +76,28 @@ class ParamBinder:
                         )
                     kwargs[key] = value
                     origin[key] = position
+        if self.aliases:
+            self._fill_aliases(kwargs, sources)
         if not self.var_keyword and len(kwargs) < len(self.required):
             self._raise_missing(kwargs, sources)
         return self.fn(**kwargs)
+
+    def _fill_aliases(self, kwargs: dict[str, Any], sources: Any) -> None:
+        """A parameter no source names takes the first of its aliases found (outputs, then batch)."""
+        for name, others in self.aliases.items():
+            if name in kwargs:
+                continue
+            for source in sources:
+                found = next((key for key in others if key in source), None)
+                if found is not None:
+                    kwargs[name] = source[found]
+                    break
 
     def _raise_missing(self, found: Mapping[str, Any], sources: Any) -> None:
         missing = [name for name in self.required if name not in found]
         available = sorted({key for source in sources for key in source})
         raise ValueError(
-            f"{self.fn_name} needs the parameter(s) {missing} but the batch only has keys {available}. "
-            "Rename batch keys with input_mapping={'batch_key': 'param_name'} (or output_mapping for "
-            "model outputs), or pass model_wo_auto_param_call=True to receive the batch as one argument."
+            f"{self.fn_name} needs the parameter(s) {missing} but the batch only has keys {available}. {self.hint}"
         )
 
 

@@ -131,6 +131,27 @@ def test_transformers_names_that_belong_elsewhere_say_where():
         TrainerArgs.from_transformers(eval_strategy="sometimes")
 
 
+def test_hf_first_trainer_page_arguments_are_reported_all_at_once():
+    """transformers' docs/source/en/trainer.md: its TrainingArguments, then its logging flags. Every
+    name not mapped here is in one error with where it goes; an unknown name does not hide them."""
+    page = dict(output_dir="your-model", learning_rate=2e-5, per_device_train_batch_size=16,
+                per_device_eval_batch_size=16, num_train_epochs=2, weight_decay=0.01, eval_strategy="epoch",
+                save_strategy="epoch", load_best_model_at_end=True, push_to_hub=True)
+    logging = dict(log_level="warning", log_level_replica="error")
+    with pytest.raises(ValueError) as raised:
+        TrainerArgs.from_transformers(**page, **logging, log_on_each_node=False, num_epochs=3)
+    message = str(raised.value)
+    for name in ["learning_rate", "per_device_train_batch_size", "per_device_eval_batch_size", "weight_decay",
+                 "save_strategy", "load_best_model_at_end", "push_to_hub", *logging]:
+        assert f"{name} -> " in message, name
+    assert "set_log_level" in message and "Unknown transformers argument(s) ['num_epochs']" in message
+    mapped = TrainerArgs.from_transformers(output_dir="your-model", num_train_epochs=2, eval_strategy="epoch",
+                                           log_level="passive", label_names=["labels"], log_on_each_node=True)
+    assert (mapped.n_epochs, mapped.evaluate_every, mapped.report_dir) == (2, -1, "your-model")
+    with pytest.raises(ValueError, match=r"label_names -> .*evaluate_input_mapping"):
+        TrainerArgs.from_transformers(label_names=["start_positions"])
+
+
 def test_flagai_command_line_parses_as_env_args_does():
     """FlagAI's ``--name=value`` flags, its defaults, ``add_arg``, ``True``/``False`` and ``[a,b]`` values."""
     env_args = EnvArgs(env_type="pytorch", epochs=2, batch_size=4, lora_target_modules="[wq,wv]")

@@ -11,9 +11,11 @@ from fastcore_train.metrics.function_metric import FunctionMetric, interleave
 
 def test_dict_outputs_become_rows_and_back_and_scalars_are_left_out_with_a_warning(caplog):
     warned: set[str] = set()
-    outputs = {"pred": np.arange(6.0).reshape(3, 2), "label": np.array([1, 0, 1]), "loss": np.float32(0.5)}
+    outputs = {"pred": np.arange(6.0).reshape(3, 2), "label": np.array([1, 0, 1]), "loss": np.float32(0.5),
+               "temperature": np.float32(2.0)}
     rows = split_rows(outputs, warned)
-    assert len(rows) == 3 and set(rows[0]) == {"pred", "label"} and warned == {"loss"}
+    # the batch's loss (a transformers model given labels returns one) is left out without a word
+    assert len(rows) == 3 and set(rows[0]) == {"pred", "label"} and warned == {"temperature"}
     together = assemble(rows)
     np.testing.assert_array_equal(together["pred"], outputs["pred"])
     np.testing.assert_array_equal(together["label"], outputs["label"])

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -28,8 +29,10 @@ NOTEBOOK = Path(__file__).parent / "notebooks" / "two_ranks.ipynb"
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _text(cell) -> str:
-    return "".join(output.get("text", "") for output in cell.outputs if output.get("output_type") == "stream")
+def _text(cell, name: Optional[str] = None) -> str:
+    """What the cell printed (``name``: "stdout" or "stderr" only)."""
+    return "".join(output.get("text", "") for output in cell.outputs
+                   if output.get("output_type") == "stream" and name in (None, output.get("name")))
 
 
 def _error(cell):
@@ -63,6 +66,12 @@ def test_two_ranks_from_a_notebook_kernel_lives_on(backend_name: str, tmp_path: 
     failed_rank, refused = (_error(cell) for cell in raising)
     assert failed_rank is not None and failed_rank["ename"] == "RankFailedError", failed_rank
     assert failed_rank["evalue"].startswith("rank 1 failed: ValueError: boom from rank 1"), failed_rank["evalue"]
+    # the clear error is the first thing the cell shows: no rank's traceback printed before it
+    failing_cell = raising[0]
+    assert "Traceback" not in _text(failing_cell) and "boom" not in _text(failing_cell), _text(failing_cell)
+    # the model summary (rank 0's INFO lines, and the kernel's own) is stdout, not Jupyter's red stderr
+    assert "Model summary" in "".join(_text(cell, "stdout") for cell in cells), output[-3000:]
+    assert "Model summary" not in "".join(_text(cell, "stderr") for cell in cells)
     assert refused is not None and refused["ename"] == "RuntimeError", refused
     assert "notebook_launcher" in refused["evalue"] and "Jupyter kernel" in refused["evalue"], refused["evalue"]
     timings = [line for line in output.splitlines() if "SECONDS=" in line]
