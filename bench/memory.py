@@ -15,7 +15,11 @@ in four configurations, each in fresh processes this script starts (it runs itse
 Each rank measures, just before its last optimizer step (the gradients are there, the optimizer
 state exists from the steps before): the bytes of its parameters, gradients and optimizer state
 as it holds them (a DTensor counts its local shard), and its peak resident set size
-(``ru_maxrss``) at the end. Printed as a markdown table, the larger of the two ranks' figures.
+(``ru_maxrss``) at the end; also the RSS of the runtime alone (interpreter, torch, this package
+and the driver's imports, before any model exists: every rank pays it) and each step's loss (equal
+to one process's, meta builds included). Printed as a markdown table, the larger of the two ranks'
+figures. ``fsdp2_meta`` and ``tp_meta`` build the model under ``torch.device("meta")`` and each rank
+reads only its shards of the same initial weights (``init_weights``): no rank holds the whole model.
 
 It is a measurement, not a test: it always exits 0.
 
@@ -50,6 +54,10 @@ CONFIGS = {  # name -> (label, driver, device, driver kwargs)
                                             "tp_plan": {f"layers.{i}": "colwise" if i % 2 == 0 else "rowwise"
                                                         for i in range(LAYERS)}}}),
 }
+# the same two, the model built on the meta device: each rank reads only its shards of the initial weights
+CONFIGS["fsdp2_meta"] = ("2-rank FSDP2, meta build", *CONFIGS["fsdp2"][1:])
+CONFIGS["tp_meta"] = ("2-rank tensor parallel, meta build", *CONFIGS["tp"][1:])
+INITIAL = "initial.safetensors"
 MB = 1e6
 
 
@@ -69,11 +77,9 @@ def current_rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def worker(name: str, out: Path, steps: int, batch: int) -> None:
+def stack_class():
+    """The measured model's class (torch is imported only where it is built)."""
     import torch
-    from torch.utils.data import DataLoader, Dataset
-
-    from fastcore_train import Callback, Trainer
 
     class Stack(torch.nn.Module):
         def __init__(self) -> None:
@@ -89,6 +95,26 @@ def worker(name: str, out: Path, steps: int, batch: int) -> None:
         def train_step(self, x, y):
             return {"loss": torch.nn.functional.mse_loss(self(x), y)}
 
+    return Stack
+
+
+def write_initial_weights(out: Path) -> None:
+    """The seeded initial weights, for the meta builds to read their shards from."""
+    import torch
+    from safetensors.torch import save_file
+
+    torch.manual_seed(0)
+    save_file(stack_class()().state_dict(), str(out / INITIAL))
+
+
+def worker(name: str, out: Path, steps: int, batch: int) -> None:
+    import torch
+    from torch.utils.data import DataLoader, Dataset
+
+    from fastcore_train import Callback, Trainer
+
+    Stack = stack_class()
+
     class Samples(Dataset):
         def __len__(self):
             return steps * batch * 2
@@ -98,6 +124,12 @@ def worker(name: str, out: Path, steps: int, batch: int) -> None:
             return {"x": torch.randn(WIDTH, generator=generator), "y": torch.randn(WIDTH, generator=generator)}
 
     class Measure(Callback):
+        def __init__(self) -> None:
+            self.losses: list[float] = []
+
+        def on_before_backward(self, trainer, outputs):
+            self.losses.append(float(outputs["loss"]))
+
         def on_before_optimizers_step(self, trainer, optimizers):
             model = trainer.driver.unwrap_model()
             self.figures = {
@@ -109,17 +141,28 @@ def worker(name: str, out: Path, steps: int, batch: int) -> None:
             }
 
     label, driver, device, kwargs = CONFIGS[name]
+    if driver == "torch_model_parallel":  # what the driver imports, counted in the runtime, not the model
+        import torch.distributed.fsdp  # noqa: F401
+        import torch.distributed.tensor.parallel  # noqa: F401
+    runtime = current_rss()  # the interpreter, torch and this package, before any model exists
     torch.manual_seed(0)
-    model = Stack()
+    if name.endswith("_meta"):
+        with torch.device("meta"):
+            model = Stack()
+        options = dict(kwargs["torch_model_parallel_kwargs"], init_weights=str(out / INITIAL))
+        kwargs = {"torch_model_parallel_kwargs": options}
+    else:
+        model = Stack()
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
     measure = Measure()
     ranks = 1 if device == "cpu" else len(device)
-    trainer = Trainer(model, DataLoader(Samples(), batch_size=batch // ranks * (2 if name == "tp" else 1)),
+    trainer = Trainer(model, DataLoader(Samples(), batch_size=batch // ranks * (2 if name.startswith("tp") else 1)),
                       optimizer, driver=driver, device=device, n_batches=steps, progress_bar=None,
                       callbacks=[measure], **kwargs)
     trainer.run(num_eval_sanity_batch=0)
     rank = trainer.driver.comm.rank
-    figures = dict(measure.figures, peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024)
+    figures = dict(measure.figures, peak_rss=resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024,
+                   losses=measure.losses, runtime=runtime)
     (out / f"{name}_{rank}.json").write_text(json.dumps(figures))
 
 
@@ -140,6 +183,8 @@ def main() -> None:
           f"torch {torch.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     rows = []
     with tempfile.TemporaryDirectory() as out:
+        if any(name.endswith("_meta") for name in (args.only or CONFIGS)):
+            write_initial_weights(Path(out))
         for name, (label, *_rest) in CONFIGS.items():
             if args.only and name not in args.only:
                 continue
@@ -150,12 +195,26 @@ def main() -> None:
                 print(f"{label}: failed ({done.returncode})\n{done.stderr[-3000:]}")
                 continue
             ranks = [json.loads(path.read_text()) for path in files]
-            rows.append((label, len(ranks), {key: max(rank[key] for rank in ranks) for key in ranks[0]}))
-    print("| configuration | ranks | parameters | gradients | optimizer state | RSS at the last step | peak RSS |")
-    print("|---|---:|---:|---:|---:|---:|---:|")
+            figures = {key: max(rank[key] for rank in ranks) for key in ranks[0] if key != "losses"}
+            # the loss of each step over the whole batch: the mean of the data-parallel ranks' halves
+            figures["losses"] = [sum(step) / len(step) for step in zip(*(rank["losses"] for rank in ranks))]
+            if "tp" in name:  # a tensor-parallel group computes one batch: every rank has its loss
+                figures["losses"] = ranks[0]["losses"]
+            rows.append((label, len(ranks), figures))
+    single = next((figures for label, _, figures in rows if label == CONFIGS["single"][0]), None)
+    print("| configuration | ranks | parameters | gradients | optimizer state | RSS at the last step | peak RSS | "
+          "peak / 1 process | runtime | peak above the runtime / 1 process's | losses as 1 process |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for label, count, figures in rows:
+        ratio = f"{figures['peak_rss'] / single['peak_rss']:.2f}" if single else "-"
+        above = (f"{(figures['peak_rss'] - figures['runtime']) / (single['peak_rss'] - single['runtime']):.2f}"
+                 if single else "-")
+        same = "-" if single is None else "yes" if all(
+            abs(a - b) <= 1e-5 * max(1.0, abs(b)) for a, b in zip(figures["losses"], single["losses"])) else (
+            f"no ({figures['losses']} vs {single['losses']})")
         print(f"| {label} | {count} | {figures['params'] / MB:.1f} MB | {figures['grads'] / MB:.1f} MB | "
-              f"{figures['optimizer'] / MB:.1f} MB | {figures['rss'] / MB:.0f} MB | {figures['peak_rss'] / MB:.0f} MB |")
+              f"{figures['optimizer'] / MB:.1f} MB | {figures['rss'] / MB:.0f} MB | {figures['peak_rss'] / MB:.0f} MB | "
+              f"{ratio} | {figures['runtime'] / MB:.0f} MB | {above} | {same} |")
 
 
 if __name__ == "__main__":

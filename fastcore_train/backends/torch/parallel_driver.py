@@ -78,10 +78,14 @@ class TorchDDPDriver(DataParallelCalls, TorchSingleDriver):
             atexit.register(_end_process_group)
         else:  # the user's group stays theirs to destroy
             atexit.register(_let_gloo_threads_finish)
-        self._user_module.to(self._device)
+        self._place_model()
         if not self._user_wrapped:
             self.model = self.wrap_model(_MethodDispatch(self._user_module))
         self.precision.setup()
+
+    def _place_model(self) -> None:
+        """Move the user's model onto this rank's device (before it is wrapped)."""
+        self._user_module.to(self._device)
 
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
         """Wrap the method-dispatching module for data parallel; subclasses (FairScale, FSDP) override."""

@@ -32,6 +32,7 @@ except ImportError as error:  # pragma: no cover - the tested torch has them
     raise ImportError(f"driver='torch_model_parallel' needs torch >= 2.6 (FSDP2's fully_shard and DTensor); this is "
                       f"torch {torch.__version__}. Upgrade torch.") from error
 
+from fastcore_train.backends.torch.meta_init import InitWeights, check_init_weights, materialize, on_meta_device
 from fastcore_train.backends.torch.parallel_driver import TorchDDPDriver
 from fastcore_train.backends.torch.torch_fsdp_driver import STATE_DICT_TYPES, TorchFSDPDriver, TorchFSDPPersistence
 from fastcore_train.drivers.model_parallel import check_options, data_shard, match_plan, mesh_shape
@@ -48,7 +49,7 @@ STYLES: dict[str, Callable[[], ParallelStyle]] = {
     "colwise_rep": lambda: ColwiseParallel(output_layouts=Replicate()),
     "rowwise_rep": lambda: RowwiseParallel(input_layouts=Replicate()),
 }
-OPTIONS = ("tp_size", "tp_plan", "state_dict_type", "fully_shard_kwargs", "fsdp_layers")
+OPTIONS = ("tp_size", "tp_plan", "state_dict_type", "fully_shard_kwargs", "fsdp_layers", "init_weights")
 LayerChoice = Union[list[str], tuple[str, ...], Callable[[str, torch.nn.Module], bool], None]
 
 
@@ -109,7 +110,10 @@ class TorchModelParallelDriver(TorchFSDPDriver):
     included), ``state_dict_type`` (``"sharded"``, the default, or ``"full"``),
     ``fully_shard_kwargs`` (for ``fully_shard``: ``mp_policy``, ``reshard_after_forward``...) and
     ``fsdp_layers`` (class names, or a predicate ``(name, module)``: layers that FSDP2 shards as
-    units of their own, so that only one is gathered at a time; the rest is one unit).
+    units of their own, so that only one is gathered at a time; the rest is one unit) and
+    ``init_weights`` (for a model built under ``torch.device("meta")``: a weights file each rank
+    reads only its shards from, or a function ``(model)`` initialising the sharded model; no rank
+    then holds the whole model, see :mod:`~fastcore_train.backends.torch.meta_init`).
     """
 
     wrapper_name = "fully_shard"
@@ -126,6 +130,8 @@ class TorchModelParallelDriver(TorchFSDPDriver):
             raise ValueError("fully_shard_kwargs must not set mesh: the driver shards over the mesh's dp dimension.")
         if self.tp_size > 1 and not callable(self.tp_plan):
             resolve_plan(model, self.tp_plan)  # a wrong plan is an error before any process starts
+        self._init_weights: InitWeights = options.get("init_weights")
+        check_init_weights(model, self._init_weights)
         TorchDDPDriver.__init__(self, model, device, world, fp16=fp16, **kwargs)
         self.state_dict_type = options.get("state_dict_type", "sharded")
         if self.state_dict_type not in STATE_DICT_TYPES:
@@ -140,10 +146,18 @@ class TorchModelParallelDriver(TorchFSDPDriver):
         return data_shard(self.comm.rank, self.tp_size, self.dp_size)
 
     # ------------------------------------------------------------------ set-up
+    def _place_model(self) -> None:
+        """A model on the meta device stays there until it is split (:meth:`wrap_model`)."""
+        self._on_meta = on_meta_device(self._user_module)
+        if not self._on_meta:
+            super()._place_model()
+
     def wrap_model(self, dispatch: torch.nn.Module) -> torch.nn.Module:
-        """Split the user's model over the mesh's ``tp`` dimension, then ``fully_shard`` over ``dp``."""
-        for tensor in dispatch.state_dict().values():  # every rank starts from rank 0's weights, as DDP does
-            dist.broadcast(tensor, src=0)
+        """Split the user's model over the mesh's ``tp`` dimension, then ``fully_shard`` over ``dp``;
+        a model built on the meta device then gets this rank's shards (``init_weights``)."""
+        if not self._on_meta:  # every rank starts from rank 0's weights, as DDP does
+            for tensor in dispatch.state_dict().values():
+                dist.broadcast(tensor, src=0)
         names = self._optimized_parameter_names()
         self.mesh = init_device_mesh(self._device.type, (self.dp_size, self.tp_size), mesh_dim_names=("dp", "tp"))
         if callable(self.tp_plan):
@@ -155,6 +169,8 @@ class TorchModelParallelDriver(TorchFSDPDriver):
                 for layer in chosen_layers(self._user_module, self._fsdp_layers):
                     fully_shard(layer, mesh=self.mesh["dp"], **self._fully_shard_kwargs)
                 fully_shard(dispatch, mesh=self.mesh["dp"], **self._fully_shard_kwargs)
+        if self._on_meta or self._init_weights is not None:
+            materialize(self._user_module, self._device, self._init_weights, allocate=self._on_meta)
         self._point_optimizers_at(names)
         self._check_optimizers(dispatch)
         return dispatch

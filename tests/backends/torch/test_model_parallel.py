@@ -58,7 +58,7 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
                 np.testing.assert_allclose(rank[case]["predictions"], expected["predictions"], atol=1e-5)
 
     for name, variant in VARIANTS.items():
-        variant = {key: value for key, value in variant.items() if key not in ("tp_size", "accumulation_steps")}
+        variant = {key: value for key, value in variant.items() if key not in ("tp_size", "accumulation_steps", "meta")}
         expected = single_process("mlp", **variant)
         dp_size = 2 // VARIANTS[name]["tp_size"]
         micro = np.array([rank[name]["losses"] for rank in ranks]).reshape(2, STEPS, -1)  # rank, step, micro-batch
@@ -69,6 +69,7 @@ def test_two_ranks_tp_and_fsdp2_match_one_process_and_checkpoints_reshard(tmp_pa
         np.testing.assert_allclose(per_step, expected["losses"], rtol=0, atol=1e-5, err_msg=name)
         for rank in ranks:
             assert_weights_within(rank[name]["weights"], expected["weights"])
+            assert rank[name]["on_meta"] == bool(VARIANTS[name].get("meta")), name  # built without weights
         if "clip" in variant:
             unclipped = single_process("mlp", clip={"clip_value": 1e9})["weights"]["fc1.weight"]
             assert not np.allclose(unclipped, expected["weights"]["fc1.weight"], atol=1e-3), f"{name}: clipping did nothing"
@@ -126,3 +127,18 @@ def test_driver_arguments_are_checked():
     driver = create_driver("torch_model_parallel", model, device=["cpu", "cpu"],
                            torch_model_parallel_kwargs={"tp_plan": {"fc1": "colwise", "fc2": "rowwise"}})
     assert (driver.tp_size, driver.dp_size, driver.state_dict_type) == (2, 1, "sharded")
+
+
+def test_a_model_on_the_meta_device_needs_its_initial_weights(tmp_path):
+    import torch
+
+    with torch.device("meta"):
+        model = MLP()
+    with pytest.raises(ValueError, match="on the meta device.*init_weights"):
+        create_driver("torch_model_parallel", model, device=["cpu", "cpu"], torch_model_parallel_kwargs={"tp_size": 1})
+    with pytest.raises(FileNotFoundError, match="no such file"):
+        create_driver("torch_model_parallel", model, device=["cpu", "cpu"],
+                      torch_model_parallel_kwargs={"tp_size": 1, "init_weights": str(tmp_path / "missing.safetensors")})
+    with pytest.raises(TypeError, match="init_weights must be a weights file or a function"):
+        create_driver("torch_model_parallel", model, device=["cpu", "cpu"],
+                      torch_model_parallel_kwargs={"tp_size": 1, "init_weights": 3})

@@ -11,6 +11,7 @@ with ``tp_size=1`` (dp=2) to the end. Rank r writes ``<out>/rank_<r>.json``.
 ``build_trainer`` and the models are what the tests use in their own process.
 """
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -30,7 +31,9 @@ STEPS, BATCH, SAVE_AT = 50, 8, 20
 VARIANTS = {"clip_norm_tp2": dict(tp_size=2, clip={"clip_value": 0.05}, accumulation_steps=2),
             "clip_norm_tp1": dict(tp_size=1, clip={"clip_value": 0.05}, accumulation_steps=2),
             "clip_value_tp2": dict(tp_size=2, clip={"clip_value": 0.002, "clip_type": "value"}),
-            "bf16_tp2": dict(tp_size=2, fp16=True)}
+            "bf16_tp2": dict(tp_size=2, fp16=True),
+            # built on the meta device, each rank reading its shards of the same initial weights from a file
+            "meta_tp2": dict(tp_size=2, meta=True), "meta_tp1": dict(tp_size=1, meta=True)}
 DIM, HEADS, SEQ, CLASSES = 16, 4, 6, 4
 PLANS = {
     "mlp": {"fc1": "colwise", "fc2": "rowwise"},
@@ -105,12 +108,33 @@ class Samples(Dataset):
         return {"x": self.x[index], "y": self.y[index]}
 
 
-def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=None, clip=None, **kwargs):
+def initial_weights_file(model_name, folder):
+    """The seeded initial weights of ``model_name`` as a safetensors file in ``folder`` (written
+    once: a self-launched job runs this in rank 0 before it starts the other rank)."""
+    from safetensors.torch import save_file
+
+    path = Path(folder, f"initial_{model_name}.safetensors")
+    if not path.exists():
+        torch.manual_seed(0)
+        partial = path.with_name(f".{path.name}.{os.getpid()}.tmp")  # both ranks may write it: same bytes
+        save_file(MODELS[model_name]().state_dict(), str(partial))
+        partial.replace(path)
+    return path
+
+
+def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=None, clip=None, meta=None,
+                  **kwargs):
     """A Trainer of ``model_name`` (seeded weights; AdamW, or SGD with ``clip``: GradClipCallback's
     arguments) over ``STEPS`` steps of the global batch ``BATCH`` (each rank of a dp=2 job reads
-    ``batch_size = BATCH / 2``, or half that accumulating 2 batches)."""
+    ``batch_size = BATCH / 2``, or half that accumulating 2 batches). ``meta``: a folder; the model
+    is built on the meta device and each rank reads its shards of the seeded weights from there."""
     torch.manual_seed(0)
-    model = MODELS[model_name]()
+    if meta is None:
+        model = MODELS[model_name]()
+    else:
+        init_weights = initial_weights_file(model_name, meta)
+        with torch.device("meta"):
+            model = MODELS[model_name]()
     if clip is None:
         optimizer = torch.optim.AdamW(model.parameters(), lr=1e-2)
     else:
@@ -119,6 +143,8 @@ def build_trainer(model_name, driver, device, batch_size, callbacks=(), tp_size=
     if tp_size is not None:
         kwargs["torch_model_parallel_kwargs"] = {"tp_size": tp_size, "tp_plan": PLANS[model_name],
                                                "fsdp_layers": ["Linear"]}  # (FSDP2 units: dp > 1 only)
+        if meta is not None:
+            kwargs["torch_model_parallel_kwargs"]["init_weights"] = init_weights
     loader = DataLoader(Samples(STEPS * BATCH // 2, seed=1), batch_size=batch_size, shuffle=True)
     dev = DataLoader(Samples(13, seed=2), batch_size=3)
     return Trainer(model, loader, optimizer, driver=driver, device=device, n_epochs=2, progress_bar=None,
@@ -154,9 +180,11 @@ def main(config):
     for name, variant in VARIANTS.items():
         losses = StepLosses()
         batch = BATCH * variant["tp_size"] // 2 // variant.get("accumulation_steps", 1)
+        if variant.get("meta"):
+            variant = {**variant, "meta": out}
         trainer = build_trainer("mlp", "torch_model_parallel", ["cpu", "cpu"], batch, [losses], **variant)
         trainer.run(num_eval_sanity_batch=0)
-        record[name] = {"losses": losses.losses, "weights": full_weights(trainer)}
+        record[name] = {"losses": losses.losses, "weights": full_weights(trainer), "on_meta": trainer.driver._on_meta}
     saving = StepLosses(stop_at=SAVE_AT, folder=out / "checkpoint", blocking=False)
     build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH, [saving], tp_size=2).run(num_eval_sanity_batch=0)
     resumed = build_trainer("block", "torch_model_parallel", ["cpu", "cpu"], BATCH // 2, tp_size=1)
