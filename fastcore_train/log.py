@@ -64,7 +64,7 @@ def in_a_notebook() -> bool:
         return True
     if "ipykernel" not in sys.modules:
         return False
-    from fastcore_train.parallel.interactive import interactive_interpreter
+    from fastcore_train.utils.interpreter import interactive_interpreter
     return interactive_interpreter() == "a Jupyter kernel"
 
 

@@ -1,7 +1,9 @@
 """Progress display: epoch, batch, smoothed loss, throughput and ETA, plus evaluation results.
 
 Renders are throttled by wall time: a batch costs one clock read unless a refresh is due, so a
-progress bar never slows training measurably. Only rank 0 shows progress.
+progress bar never slows training measurably. The loss shown at a refresh is the one whose read
+began at the refresh before (each epoch's end shows its last), so a refresh never waits for the
+device. Only rank 0 shows progress.
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ class ProgressCallback(Callback):
         self.every_n_batches: Optional[int] = None
         self.loss_digits = 4
         self.smoothed_loss: Optional[float] = None
+        self._reading: Any = None  # the loss being read since the last refresh
         self._next_refresh = 0.0
         self._start_time = 0.0
         self._start_batches = 0
@@ -51,17 +54,29 @@ class ProgressCallback(Callback):
             return None
         return (total - trainer.global_forward_batches) / rate
 
-    def _update_loss(self, trainer: Any) -> None:
-        if trainer.last_loss is None:
-            return
-        value = float(trainer.driver.data.to_numeric(trainer.last_loss))
-        if self.smoothed_loss is None:
-            self.smoothed_loss = value
-        else:
-            self.smoothed_loss += self.loss_smoothing * (value - self.smoothed_loss)
+    def _update_loss(self, trainer: Any, lagged: bool) -> None:
+        """Fold a loss into the smoothed one. ``lagged``: the loss whose read began at the previous
+        refresh (long done), while this batch's begins, so that a refresh never waits for the work
+        just queued on an asynchronous device; else (an epoch's end) this batch's, now."""
+        previous, self._reading = self._reading, None
+        current = trainer.last_loss
+        if current is not None:
+            self._reading = trainer.driver.data.start_read(current)
+        if previous is None:  # the first refresh has no earlier read: this batch's, once
+            lagged = False
+        for reading in (previous,) if lagged else (previous, self._reading):
+            if reading is None:
+                continue
+            value = float(reading.result())
+            if self.smoothed_loss is None:
+                self.smoothed_loss = value
+            else:
+                self.smoothed_loss += self.loss_smoothing * (value - self.smoothed_loss)
+        if not lagged:
+            self._reading = None
 
-    def _summary(self, trainer: Any, now: float) -> dict[str, Any]:
-        self._update_loss(trainer)
+    def _summary(self, trainer: Any, now: float, lagged: bool = True) -> dict[str, Any]:
+        self._update_loss(trainer, lagged)
         rate = self._throughput(trainer, now)
         return {"epoch": trainer.cur_epoch_idx + 1, "n_epochs": trainer.n_epochs,
                 "batch": trainer.batch_idx_in_epoch, "per_epoch": trainer.num_batches_per_epoch,
@@ -79,7 +94,8 @@ class ProgressCallback(Callback):
         if self.every_n_batches is not None:
             if trainer.global_forward_batches % self.every_n_batches:
                 return
-            self._show_progress(trainer, self._summary(trainer, time.monotonic()))
+            # a cadence you chose (fastNLP's print_every) shows each printed batch's own loss
+            self._show_progress(trainer, self._summary(trainer, time.monotonic(), lagged=False))
             return
         now = time.monotonic()
         if now < self._next_refresh:
@@ -88,7 +104,7 @@ class ProgressCallback(Callback):
         self._show_progress(trainer, self._summary(trainer, now))
 
     def on_train_epoch_end(self, trainer: Any) -> None:
-        summary = self._summary(trainer, time.monotonic())
+        summary = self._summary(trainer, time.monotonic(), lagged=False)
         summary["epoch"] = trainer.cur_epoch_idx  # already counted as finished
         summary["batch"] = summary["per_epoch"] or summary["batch"]
         self._show_epoch_end(trainer, summary)

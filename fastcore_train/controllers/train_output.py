@@ -9,7 +9,8 @@ step of the metric logs; transformers counts optimizer steps, which differs with
 results under their own names.
 
 The losses are added up on the device and read as numbers only every :data:`READ_EVERY` batches,
-so the sum costs no device synchronisation per batch. On a lazy framework (jittor), where an added
+one such period late, so the sum costs no device synchronisation per batch and never waits for the
+batches just queued. On a lazy framework (jittor), where an added
 op or a read changes how the next step's graph is fused and so its float rounding, no loss is
 tracked and ``training_loss`` is NaN: training stays bit-identical to a hand-written loop.
 """
@@ -33,15 +34,23 @@ class TrainOutput(NamedTuple):
 
 
 class LossTally:
-    """The sum and count of the training losses of one ``run()``."""
+    """The sum and count of the training losses of one ``run()``.
 
-    def __init__(self, to_numeric: Callable[[Any], Any], tracks: bool = True) -> None:
+    Every :data:`READ_EVERY` batches the sum so far starts its way to the host
+    (``start_read``) and the sum started the time before is added up: no read waits for the
+    batches just queued on an asynchronous device.
+    """
+
+    def __init__(self, to_numeric: Callable[[Any], Any], tracks: bool = True,
+                 start_read: Optional[Callable[[Any], Any]] = None) -> None:
         self.to_numeric = to_numeric
+        self.start_read = start_read
         self.tracks = tracks
         self.total = 0.0
         self.count = 0
         self._pending: Any = None
         self._pending_count = 0
+        self._in_flight: Optional[tuple[Any, int]] = None  # a sum being read, and its batches
 
     def add(self, loss: Any) -> None:
         """Count one batch's loss (a one-number tensor, undivided by accumulation)."""
@@ -58,9 +67,26 @@ class LossTally:
             return
         self._pending_count += 1
         if self._pending_count >= READ_EVERY:
+            self._hand_over()
+
+    def _hand_over(self) -> None:
+        """Start reading the pending sum; add up the one started before (long done by now)."""
+        self._land()
+        if self._pending is not None and self.start_read is not None:
+            self._in_flight = (self.start_read(self._pending), self._pending_count)
+            self._pending, self._pending_count = None, 0
+        else:
             self._read()
 
+    def _land(self) -> None:
+        if self._in_flight is not None:
+            reading, batches = self._in_flight
+            self.total += float(reading.result())
+            self.count += batches
+            self._in_flight = None
+
     def _read(self) -> None:
+        self._land()
         if self._pending is not None:
             self.total += float(self.to_numeric(self._pending))
             self.count += self._pending_count

@@ -173,7 +173,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         #: The last training loss seen (undivided by accumulation); read by progress callbacks.
         self.last_loss: Any = None
         # this run()'s losses, for its TrainOutput (not on a lazy framework, where it would change the rounding)
-        self._loss_tally = LossTally(self.driver.data.to_numeric, tracks=not self.driver.data.reading_changes_results)
+        self._loss_tally = self._new_loss_tally()
         self._batches_at_start = 0  # global_forward_batches when this run() began training (after a resume)
         self.evaluate_results: dict[str, Any] = {}
         self._num_eval_batch_per_dl = -1
@@ -205,7 +205,9 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         # runs the graph in pieces, which changes float rounding and so exact resume; an int forces it on.
         lazy = nan_guard is True and self.driver.data.reading_changes_results
         if nan_check_every and not lazy and not any(isinstance(cb, NanGuardCallback) for cb in all_callbacks):
-            all_callbacks.append(NanGuardCallback(check_every=nan_check_every))  # yours, if given, replaces it
+            # yours, if given, replaces it; first, so that it stops a run before any other callback sees the batch end
+            # nan_guard=True reads after the step (never waiting for the device); a cadence you chose checks before it
+            all_callbacks.insert(0, NanGuardCallback(check_every=nan_check_every, deferred=nan_guard is True))
         if options.get("report_to") is not None:  # a wrong value (report_to=0) is an error, not "none"
             from fastcore_train.controllers.report_to import report_callbacks
             all_callbacks += report_callbacks(options["report_to"], options.get("report_dir", "logs"),
@@ -214,6 +216,11 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         for event, fn in self._take_custom_callbacks(marker):
             self.callback_manager.add_fn(event, fn)
         self._fire("on_after_trainer_initialized", self.driver)
+
+    def _new_loss_tally(self) -> LossTally:
+        """This run's loss tally (none tracked on a lazy framework, where it would change the rounding)."""
+        data = self.driver.data
+        return LossTally(data.to_numeric, tracks=not data.reading_changes_results, start_read=data.start_read)
 
     # ------------------------------------------------------------------ Trainer.on / listeners
     @classmethod
@@ -284,7 +291,7 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         if self._model_summary and self.driver.comm.is_global_zero():
             self._log_model_summary()
         started = time.perf_counter()
-        self._loss_tally = LossTally(self.driver.data.to_numeric, tracks=not self.driver.data.reading_changes_results)
+        self._loss_tally = self._new_loss_tally()
         self._batches_at_start = self.state.global_forward_batches
         requeue_signals = sorted({number for callback in self.callback_manager.callbacks
                                   for number in getattr(callback, "requeue_signals", ())})

@@ -34,6 +34,10 @@ class DataAdapter:
     #: batches are moved) ``move_to_device(batch, device)``. None: values are left as they are.
     tensors: Optional[ModuleType] = None
 
+    #: How many device values this adapter has read as host values (``to_numeric``/``to_numpy``
+    #: calls); bench/reads.py reports it per 100 batches.
+    reads = 0
+
     def __init__(self, device: Any = None, needs_move: bool = False) -> None:
         self.device = device
         self.needs_move = needs_move
@@ -83,8 +87,34 @@ class DataAdapter:
 
     def to_numeric(self, value: Any) -> Any:
         """A tensor (or nested container of them) as python numbers, for logs and results."""
+        self.reads += 1
         return value if self.tensors is None else self.tensors.to_numeric(value)
 
     def to_numpy(self, value: Any) -> Any:
         """A tensor (or nested container of them) as numpy arrays on the host, for predictions."""
+        self.reads += 1
         return value if self.tensors is None else self.tensors.to_numpy(value)
+
+    def start_read(self, value: Any) -> "PendingRead":
+        """Begin reading a one-number tensor as a python number; :meth:`PendingRead.result` gives it.
+
+        Read later (once more work is queued), a value costs no wait for work queued after it on
+        an asynchronous runtime. The default keeps the detached tensor and reads it then; a
+        backend with an asynchronous device starts the copy to the host here (torch on CUDA).
+        """
+        detach = getattr(value, "detach", None)
+        return PendingRead(self.to_numeric, detach() if callable(detach) else value)
+
+
+class PendingRead:
+    """A device value being read: :meth:`result` is its python number (read once, then kept)."""
+
+    __slots__ = ("_read", "_value", "_done", "_result")
+
+    def __init__(self, read: Any, value: Any) -> None:
+        self._read, self._value, self._done, self._result = read, value, False, None
+
+    def result(self) -> Any:
+        if not self._done:
+            self._result, self._done, self._value = self._read(self._value), True, None
+        return self._result

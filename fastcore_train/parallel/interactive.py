@@ -8,25 +8,9 @@ down, and the Python prompt re-run waits for input. Those must start their ranks
 """
 from __future__ import annotations
 
-import sys
-from typing import Optional
+from fastcore_train.utils.interpreter import interactive_interpreter
 
-
-def interactive_interpreter() -> Optional[str]:
-    """What kind of interactive interpreter this process is ("a Jupyter kernel", "IPython", "the
-    Python prompt", "a script read from standard input"), or None for a command that can be re-run."""
-    # A running shell, not an imported module: jupyter_client imports ipykernel in any process
-    # that looks kernels up (a test running notebooks), which is no kernel itself.
-    ipython = sys.modules.get("IPython")
-    get_ipython = getattr(ipython, "get_ipython", None)
-    shell = get_ipython() if get_ipython is not None else None
-    if shell is not None:
-        return "a Jupyter kernel" if type(shell).__name__ == "ZMQInteractiveShell" else "IPython"
-    if hasattr(sys, "ps1") or sys.flags.interactive:
-        return "the Python prompt"
-    if sys.argv[:1] in ([""], ["-"]) or not sys.argv:
-        return "the Python prompt" if sys.argv[:1] != ["-"] else "a script read from standard input"
-    return None
+__all__ = ["interactive_interpreter", "refuse_self_launch"]
 
 
 def refuse_self_launch(world_size: int) -> None:

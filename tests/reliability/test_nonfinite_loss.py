@@ -8,7 +8,7 @@ import math
 import numpy as np
 import pytest
 
-from fastcore_train import NanGuardCallback, NonFiniteLossError, Trainer
+from fastcore_train import CheckpointCallback, NanGuardCallback, NonFiniteLossError, Trainer
 from tests.conformance.harnesses.base import initial_weights, make_data
 
 
@@ -31,16 +31,31 @@ def nan_lr_trainer(harness, **kwargs):
     return trainer, model
 
 
-def test_lr_nan_stops_at_the_first_checked_batch_by_default(harness):
-    trainer, _ = nan_lr_trainer(harness)
+def test_lr_nan_stops_at_the_first_checked_batch_by_default(harness, tmp_path):
+    """The default guard reads the loss after its batch's step (no wait for the device), names that
+    batch, saves nothing and stops before any other callback sees the batch's end (a checkpoint)."""
+    saving = CheckpointCallback(tmp_path, every_n_batches=8)
+    trainer, _ = nan_lr_trainer(harness, callbacks=[saving])
     if trainer.driver.data.reading_changes_results:  # jittor: no default guard (a read changes rounding)
         assert not any(isinstance(cb, NanGuardCallback) for cb in trainer.callback_manager.callbacks)
-        trainer, _ = nan_lr_trainer(harness, nan_guard=50)  # an int turns it on there too
+        trainer, _ = nan_lr_trainer(harness, nan_guard=50)  # an int turns it on there too, read before backward
+        with pytest.raises(NonFiniteLossError, match=r"The training loss is nan at epoch 1, batch 8 of the epoch "
+                                                     r"\(batch 8 overall\).*checked every 50 batches and at each "
+                                                     r"epoch's last one \(the last, batch 1, was finite\)"):
+            trainer.run(num_eval_sanity_batch=0)
+        assert trainer.global_forward_batches == 7
+        return
     with pytest.raises(NonFiniteLossError, match=r"The training loss is nan at epoch 1, batch 8 of the epoch \(batch 8 "
-                                                 r"overall\).*checked every 50 batches and at each epoch's last one "
-                                                 r"\(the last, batch 1, was finite\)"):
+                                                 r"overall\)\. It was read after that batch's optimizer step.*nothing "
+                                                 r"was saved"):
         trainer.run(num_eval_sanity_batch=0)
-    assert trainer.global_forward_batches == 7
+    assert trainer.global_forward_batches == 8
+    assert not [path for path in tmp_path.rglob("*batch_8*")], "a checkpoint saw the batch the guard stopped at"
+
+
+def test_a_deferred_guard_cannot_save_to_a_folder(tmp_path):
+    with pytest.raises(ValueError, match="cannot save them to folder"):
+        NanGuardCallback(tmp_path, deferred=True)
 
 
 def test_a_cadence_of_1_stops_at_the_first_nan_batch(harness):

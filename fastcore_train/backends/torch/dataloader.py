@@ -12,7 +12,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, RandomSampler, SequentialSampler
 
 from fastcore_train.backends.torch import tensors as torch_tensors
-from fastcore_train.drivers.data import DataAdapter
+from fastcore_train.drivers.data import DataAdapter, PendingRead
 from fastcore_train.samplers.dataloader_adapter import DataLoaderAdapter
 
 _ADAPTER = DataLoaderAdapter(
@@ -42,3 +42,18 @@ class TorchData(DataAdapter):
 
     def move(self, batch: Any) -> Any:
         return torch_tensors.move_to_device(batch, self.device, self.non_blocking)
+
+    def start_read(self, value: Any) -> PendingRead:
+        """On CUDA the copy to the host starts now, behind the work queued so far, and an event
+        marks it: the read then waits for that copy only, not for the work queued after it."""
+        if isinstance(value, torch.Tensor) and value.is_cuda:
+            host = value.detach().to("cpu", non_blocking=True)
+            copied = torch.cuda.Event()
+            copied.record()
+
+            def read(tensor: torch.Tensor) -> Any:
+                copied.synchronize()
+                return self.to_numeric(tensor)
+
+            return PendingRead(read, host)
+        return super().start_read(value)
