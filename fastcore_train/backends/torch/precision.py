@@ -1,7 +1,8 @@
 """torch's calls for the precision layer (:mod:`fastcore_train.drivers.precision`).
 
 ``fp16=True`` means ``torch.autocast`` with float16 and a ``torch.amp.GradScaler`` on CUDA, and
-bfloat16 autocast (which needs no scaler) on CPU. Drivers whose gradients are sharded build
+bfloat16 autocast (which needs no scaler) on CPU; ``torch_kwargs={"autocast_dtype": "bfloat16"}``
+asks for bfloat16 on CUDA too (no scaler). Drivers whose gradients are sharded build
 another scaler type; DeepSpeed's engine scales losses itself (:class:`DeepSpeedPrecision`).
 """
 from __future__ import annotations
@@ -22,14 +23,19 @@ class TorchPrecision(Precision):
     CPU) and, on CUDA, a grad scaler ``scaler_type(**gradscaler_kwargs)`` (None: no scaler)."""
 
     def __init__(self, device: torch.device, fp16: bool = False, gradscaler_kwargs: Optional[dict[str, Any]] = None,
-                 scaler_type: Optional[Callable[..., Any]] = CUDA_GRAD_SCALER) -> None:
+                 scaler_type: Optional[Callable[..., Any]] = CUDA_GRAD_SCALER,
+                 autocast_dtype: Optional[str] = None) -> None:
         super().__init__(fp16, gradscaler_kwargs)
         self.device = device
-        self.autocast_dtype = torch.float16 if device.type == "cuda" else torch.bfloat16
+        if autocast_dtype not in (None, "float16", "bfloat16"):
+            raise ValueError(f"torch_kwargs['autocast_dtype'] must be 'float16' or 'bfloat16', got {autocast_dtype!r}.")
+        default = torch.float16 if device.type == "cuda" else torch.bfloat16
+        self.autocast_dtype = default if autocast_dtype is None else getattr(torch, autocast_dtype)
         self._scaler_type = scaler_type
 
     def new_scaler(self) -> Optional[Any]:
-        if self.device.type != "cuda" or self._scaler_type is None:
+        # bfloat16 has float32's range: its gradients need no scaling
+        if self.device.type != "cuda" or self._scaler_type is None or self.autocast_dtype == torch.bfloat16:
             return None
         return self._scaler_type(**self.gradscaler_kwargs)
 

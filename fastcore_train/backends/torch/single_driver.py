@@ -12,7 +12,7 @@ from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.cuda_device import parse_cuda_device
 from fastcore_train.drivers.driver import Driver
 
-_TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs"}
+_TORCH_KWARGS = {"set_grad_to_none", "non_blocking", "gradscaler_kwargs", "autocast_dtype"}
 
 
 def parse_device(device: Any, model: torch.nn.Module) -> torch.device:
@@ -28,7 +28,8 @@ class TorchSingleDriver(Driver):
     autocast (no scaler needed) on CPU; see
     :class:`~fastcore_train.backends.torch.precision.TorchPrecision`. ``torch_kwargs``:
     ``set_grad_to_none`` (default True), ``non_blocking`` (default True), ``gradscaler_kwargs``
-    (passed to ``torch.amp.GradScaler``).
+    (passed to ``torch.amp.GradScaler``), ``autocast_dtype`` (``"float16"``, the default on CUDA,
+    or ``"bfloat16"``, the default on CPU, which needs no grad scaler).
     """
 
     backend = "torch"
@@ -47,7 +48,7 @@ class TorchSingleDriver(Driver):
                               torch_kwargs.get("non_blocking", True))
         self.io = TorchPersistence(self)
         self.precision: TorchPrecision = TorchPrecision(self._device, fp16, torch_kwargs.get("gradscaler_kwargs"),
-                                                        self.grad_scaler_type)
+                                                        self.grad_scaler_type, torch_kwargs.get("autocast_dtype"))
 
     def setup(self) -> None:
         self.model.to(self._device)
