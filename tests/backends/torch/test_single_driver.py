@@ -223,3 +223,15 @@ def test_training_state_keeps_the_grad_scaler_state_in_its_file_layout(tmp_path)
     assert torch.load(tmp_path / "again.pt", weights_only=True)["grad_scaler"] == written.state_dict()
     driver.io.load_training_state(tmp_path / "plain.pt")  # saved without a scaler: the scaler keeps its state
     assert driver.precision.scaler.get_scale() == 256.0
+
+
+def test_autocast_dtype_chooses_bfloat16_without_a_scaler():
+    from fastcore_train.backends.torch.precision import TorchPrecision
+
+    cuda = torch.device("cuda")  # only read as a device type: nothing runs on it
+    assert TorchPrecision(cuda, fp16=True).autocast_dtype == torch.float16
+    bfloat = TorchPrecision(cuda, fp16=True, autocast_dtype="bfloat16")
+    assert bfloat.autocast_dtype == torch.bfloat16 and bfloat.new_scaler() is None
+    assert TorchPrecision(torch.device("cpu"), fp16=True).autocast_dtype == torch.bfloat16
+    with pytest.raises(ValueError, match="must be 'float16' or 'bfloat16'"):
+        TorchPrecision(cuda, fp16=True, autocast_dtype="float8")
