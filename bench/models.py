@@ -11,7 +11,9 @@ one epoch of ``--batches`` batches (``bench/_rounds.py``). Every epoch of every 
 from the same framework seed, so dropout draws the same numbers wherever the framework lets it.
 
 Reported per model: the table of ``bench/overhead.py``, ``trainer/hand`` against the 1.03 target
-(PASS/MISS), and whether the weights ended bit-identical; where the Trainer's per-step reseed
+(PASS/MISS), the per-batch ratio apart from the fixed costs of a ``run()`` and of an epoch's start
+(from extra rounds of one batch: ``hand@1``, ``trainer@1``, and two epochs of one batch), and whether
+the weights ended bit-identical; where the Trainer's per-step reseed
 (jittor, oneflow: for exact resume) makes dropout draw other numbers, a short run with dropout
 off checks the rest of the arithmetic is the same. It is a measurement, not a test: exit status 0.
 
@@ -74,6 +76,49 @@ def contenders_for(hands: Any, workload: workloads.Workload, batches: int, dropo
     return {name: seeded(hands, epoch) for name, epoch in epochs.items()}, models, hand_loader, trainer
 
 
+def fixed_cost_contenders(hands: Any, workload: workloads.Workload) -> dict[str, Callable[[], None]]:
+    """Runs of one batch, to take the fixed costs apart from the per-batch ones: ``hand@1`` and
+    ``trainer@1`` (one epoch of one batch: a ``run()``), ``hand@1x2`` and ``trainer@1x2`` (two
+    epochs of one batch: one more epoch start)."""
+    from fastcore_train import Trainer
+
+    loader, model_and_optimizer = build(hands, workload, 1)
+    runs: dict[str, Callable[[], None]] = {}
+    model, optimizer = model_and_optimizer()
+    hand = hands.hand_epoch(loader(), model, optimizer, workload.loss, workload.keys)
+    runs["hand@1"] = hand
+    model, optimizer = model_and_optimizer()
+    twice = hands.hand_epoch(loader(), model, optimizer, workload.loss, workload.keys)
+    runs["hand@1x2"] = lambda: (twice(), twice())
+    for name, epochs in (("trainer@1", 1), ("trainer@1x2", 2)):
+        model, optimizer = model_and_optimizer()
+        trainer = Trainer(model=model, train_dataloader=loader(), optimizers=optimizer, n_epochs=epochs,
+                          progress_bar=None, model_summary=False, **hands.TRAINER_KWARGS)
+
+        def run(trainer: Any = trainer) -> None:
+            trainer.state.cur_epoch_idx = 0  # the same Trainer again, as the N-batch rounds reuse theirs
+            trainer.run(num_eval_sanity_batch=0)
+        runs[name] = run
+    return {name: seeded(hands, epoch) for name, epoch in runs.items()}
+
+
+def fixed_costs(walls: dict[str, list[float]], batches: int) -> dict[str, float]:
+    """Per-batch ratio and the Trainer's fixed costs (ms) from the medians of the rounds.
+
+    With N batches a round costs fixed + N x per-batch: the N-batch and 1-batch runs give each
+    contender's per-batch cost, the 1-batch runs then its fixed cost of a ``run()`` (one epoch
+    start included), and the 2-epoch 1-batch runs the cost of one more epoch start.
+    """
+    import statistics
+    med = {name: statistics.median(times) for name, times in walls.items()}
+    per_batch = {who: (med[who] - med[f"{who}@1"]) / max(1, batches - 1) for who in ("hand", "trainer")}
+    fixed = {who: med[f"{who}@1"] - per_batch[who] for who in ("hand", "trainer")}
+    epoch = {who: med[f"{who}@1x2"] - med[f"{who}@1"] - per_batch[who] for who in ("hand", "trainer")}
+    return {"per_batch_ratio": per_batch["trainer"] / per_batch["hand"] if per_batch["hand"] > 0 else float("nan"),
+            "run_ms": 1e3 * (fixed["trainer"] - fixed["hand"]), "epoch_ms": 1e3 * (epoch["trainer"] - epoch["hand"]),
+            "hand_batch_ms": 1e3 * per_batch["hand"]}
+
+
 def loader_line(hands: Any, loader: Any) -> str:
     """A loader's class, batch sampler and worker processes (the Trainer's should keep the workers)."""
     return (f"{type(loader).__name__} (batch sampler {type(getattr(loader, 'batch_sampler', None)).__name__}, "
@@ -102,6 +147,8 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     # Backend options worth a line of their own where the model draws random numbers (oneflow: no reseed).
     extra = getattr(hands, "DROPOUT_TRAINERS", {}) if draws else {}
     contenders, models, hand_loader, trainer = contenders_for(hands, workload, batches, extra=extra)
+    if batches > 1:
+        contenders.update(fixed_cost_contenders(hands, workload))
     walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     unequal = unequal_to_hand(hands, models)
     fair = "trainer" not in unequal and "hand-again" not in unequal
@@ -121,6 +168,11 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     off = None
     if note and "trainer" in unequal and "hand-again" not in unequal:
         off = dropout_off_check(hands, workload, min(batches, 8))
+    costs = fixed_costs(walls, batches) if batches > 1 else None
+    if costs is not None:
+        print(f"[{name}] per batch trainer/hand {costs['per_batch_ratio']:.3f} (hand {costs['hand_batch_ms']:.1f} ms a "
+              f"batch); the Trainer's fixed cost over the hand loop's: {costs['run_ms']:+.2f} ms a run(), "
+              f"{costs['epoch_ms']:+.2f} ms an epoch start")
     print(f"[{name}] A/A control hand-again/hand (median of {args.rounds} rounds): {control:.3f}")
     print(f"[{name}] trainer/hand (median of {args.rounds} rounds): {ratio:.3f}  target <= {TARGET:.2f}  "
           f"{'PASS' if ratio <= TARGET else 'MISS'}")
@@ -131,7 +183,7 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
         print(f"[{name}] bit-identical weights with dropout off (trainer vs hand): {'yes' if off else 'NO'}")
     if args.profile:
         profile_trainer(contenders["trainer"], batches)
-    return {"ratio": ratio, "control": control, "fair": fair, "dropout_off_fair": off}
+    return {"ratio": ratio, "control": control, "fair": fair, "dropout_off_fair": off, "costs": costs}
 
 
 def parse_args(argv: Any) -> argparse.Namespace:
@@ -165,6 +217,9 @@ def main(argv: Any = None) -> int:
         print(f"summary [{name}]: trainer/hand {result['ratio']:.3f} "
               f"({'PASS' if result['ratio'] <= TARGET else 'MISS'}), A/A {result['control']:.3f}, "
               f"bit-identical {'yes' if result['fair'] else 'no'}"
+              + ("" if result["costs"] is None else
+                 f"; per batch {result['costs']['per_batch_ratio']:.3f}, fixed {result['costs']['run_ms']:+.2f} ms a "
+                 f"run(), {result['costs']['epoch_ms']:+.2f} ms an epoch start")
               + ("" if result["dropout_off_fair"] is None else
                  f" (dropout off: {'yes' if result['dropout_off_fair'] else 'no'})"))
     return 0
