@@ -3,7 +3,9 @@
 Importing the package is cheap and loads no framework: public names are resolved on first use.
 Under ``srun`` (several tasks, no other launcher) it writes the ``env://`` variables (``RANK``,
 ``WORLD_SIZE``, ``MASTER_ADDR``...) from SLURM's first, so a framework imported after it (oneflow
-reads them at import) sees the job: see :mod:`fastcore_train.parallel.slurm`.
+reads them at import) sees the job: see :mod:`fastcore_train.parallel.slurm`. Under ``mpirun`` with every
+rank on this machine it leaves Open MPI's TCP transport out, before a framework starts MPI: see
+:mod:`fastcore_train.parallel.loopback`.
 """
 from __future__ import annotations
 
@@ -24,6 +26,15 @@ def _export_slurm_variables() -> None:
 
 
 _export_slurm_variables()
+
+
+def _keep_mpi_ranks_off_tcp() -> None:
+    from fastcore_train.parallel.loopback import keep_mpi_rank_off_tcp
+
+    keep_mpi_rank_off_tcp()  # under mpirun on one machine: no listening TCP transport (read at MPI_Init)
+
+
+_keep_mpi_ranks_off_tcp()
 
 _EXPORTS = {
     "Trainer": "fastcore_train.controllers.trainer",

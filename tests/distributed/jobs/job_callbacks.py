@@ -44,3 +44,18 @@ def announce(trainer) -> None:
     trainer.driver.comm.barrier()
     if trainer.driver.comm.rank == 0:
         print("TRAINING", flush=True)
+
+
+def hold(trainer, folder) -> None:
+    """Every rank waits (after a barrier) until ``<folder>/release`` exists; rank 0 first writes
+    ``<folder>/training``: a test looks at the job while it is in training, then lets it go on."""
+    import time
+    from pathlib import Path
+
+    trainer.driver.comm.barrier()
+    if trainer.driver.comm.rank == 0:
+        Path(folder, "training").write_text("")
+    deadline = time.monotonic() + 120
+    while not Path(folder, "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    return 0

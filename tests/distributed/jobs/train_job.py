@@ -8,7 +8,8 @@ backend's launcher. Config: ``backend``, ``out``, ``device``, ``world_size``, an
 "rank": r, "at": b, "signal": name, "every_n_batches": n}``: ``CheckpointCallback(folder, requeue_signal=SIGUSR1,
 every_n_batches=n)``, and rank r sends itself the signal (default SIGUSR1) after batch b unless ``<out>/signalled``
 exists), ``save_model`` (folder), ``activation_checkpointing``, ``rank_seeded_weights``, ``user_wrapped``, ``slow``, ``announce`` (rank 0 prints TRAINING after
-batch 2: every rank has started training). Each rank writes
+batch 2: every rank has started training), ``hold`` (after batch 2 every rank waits for ``<out>/release``;
+rank 0 writes ``<out>/training`` first). Each rank writes
 ``<out>/rank_<r>.npz`` (final weights) and ``<out>/rank_<r>.json`` (what it saw and did).
 With ``save_errors_to`` (a folder), a failing save is caught (as a user's callback might), written
 to ``<folder>/rank_<r>.error``, and training goes on.
@@ -27,7 +28,7 @@ import numpy as np  # noqa: E402
 
 from fastcore_train import Accuracy, Callback, CheckpointCallback, Event, GradClipCallback, Trainer  # noqa: E402
 from tests.conformance.harnesses.base import initial_weights, make_data  # noqa: E402
-from tests.distributed.jobs.job_callbacks import Fail, SignalOnce, Slow, announce  # noqa: E402
+from tests.distributed.jobs.job_callbacks import Fail, SignalOnce, Slow, announce, hold  # noqa: E402
 from tests.distributed.launchers import BACKENDS  # noqa: E402
 
 EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_batch_begin", "on_before_backward",
@@ -107,6 +108,8 @@ def main(config):
     trainer.add_callback_fn(Event.on_train_batch_end(every=3), lambda t: every.append(t.global_forward_batches))
     if config.get("announce"):  # rank 0 says TRAINING once every rank has trained 2 batches
         trainer.add_callback_fn(Event.on_train_batch_end(once=2), announce)
+    if config.get("hold"):  # every rank waits after batch 2 until <out>/release exists (<out>/training says so)
+        trainer.add_callback_fn(Event.on_train_batch_end(once=2), lambda t: hold(t, out))
     trainer.run(num_eval_sanity_batch=0, resume_from=config.get("resume_from"))
     if config.get("save_after_run"):
         trainer.save_checkpoint(config["save_after_run"])
