@@ -6,7 +6,8 @@ machine, nothing needs to reach them from elsewhere, so each socket a framework 
 the loopback interface:
 
 - a framework's interface variables (``GLOO_SOCKET_IFNAME`` and the like) are set to the loopback interface
-  unless the user set them (:func:`keep_on_loopback`);
+  unless the user set them (:func:`keep_on_loopback`); across machines, to the interface of the route
+  toward the master (:func:`choose_interfaces`);
 - Open MPI's ranks on one machine talk over shared memory, not TCP (:func:`mpi_one_machine_settings`);
 - a TCP store whose master address is loopback is bound there (:func:`loopback_address` says when).
 
@@ -68,6 +69,24 @@ def keep_on_loopback(names: Sequence[str], environ: MutableMapping[str, str] = o
     """Set each interface variable in ``names`` to the loopback interface where the user has not set it;
     returns what was set (a user's own value always wins)."""
     chosen = {name: loopback_interface() for name in names if not environ.get(name)}
+    environ.update(chosen)
+    return chosen
+
+
+def choose_interfaces(names: Sequence[str], master_host: Optional[str], world_size: int,
+                      local_world_size: Optional[int], environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """Set the interface variables in ``names`` that the user has not set: the loopback interface for a
+    job on this machine (:func:`on_one_machine`), else the interface of this machine's route toward the
+    master (:func:`~fastcore_train.parallel.route.interface_toward`), so that a rank advertises the address
+    its peers reach, whatever the hostname resolves to. Returns what was set."""
+    if on_one_machine(master_host, world_size, local_world_size):
+        return keep_on_loopback(names, environ)
+    from fastcore_train.parallel.route import interface_toward
+
+    route = interface_toward(master_host) if master_host else None
+    if route is None:
+        return {}
+    chosen = {name: route[0] for name in names if not environ.get(name)}
     environ.update(chosen)
     return chosen
 

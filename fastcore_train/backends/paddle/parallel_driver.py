@@ -23,7 +23,7 @@ from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
-from fastcore_train.parallel.loopback import keep_on_loopback, on_one_machine
+from fastcore_train.parallel.loopback import choose_interfaces
 from fastcore_train.parallel.watchdog import framework_timeout
 
 
@@ -32,15 +32,13 @@ INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")
 
 
 def keep_transports_on_loopback(world_size: int) -> dict[str, str]:
-    """Before ``fleet.init``: every rank on this machine (a loopback ``PADDLE_MASTER``, or paddle's launcher
-    says all ranks are local), so gloo/NCCL bind to the loopback interface unless the user set their
-    variables (issue 39). Paddle's TCP store itself listens on every interface whatever is set
+    """Before ``fleet.init``: gloo/NCCL bind to the loopback interface when every rank is on this machine (a
+    loopback ``PADDLE_MASTER``, or paddle's launcher says all ranks are local), else to the interface of
+    the route toward the master, unless the user set their variables (issue 39). Paddle's TCP store itself listens on every interface whatever is set
     (docs/security.md)."""
     master = os.environ.get("PADDLE_MASTER", "").rsplit(":", 1)[0] or None
     local = os.environ.get("PADDLE_LOCAL_SIZE", "")
-    if not on_one_machine(master, world_size, int(local) if local.isdigit() else None):
-        return {}
-    return keep_on_loopback(INTERFACE_VARIABLES)
+    return choose_interfaces(INTERFACE_VARIABLES, master, world_size, int(local) if local.isdigit() else None)
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:

@@ -17,7 +17,7 @@ from typing import Optional
 
 import torch.distributed as dist
 
-from fastcore_train.parallel.loopback import keep_on_loopback, loopback_address, on_one_machine
+from fastcore_train.parallel.loopback import choose_interfaces, loopback_address
 
 #: The variables torch's transports read to choose the interface they bind to.
 INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
@@ -29,11 +29,10 @@ def _local_world_size() -> Optional[int]:
 
 
 def keep_transports_on_loopback(world_size: int) -> dict[str, str]:
-    """Before ``init_process_group``: every rank on this machine, so gloo/NCCL/TensorPipe bind to the
-    loopback interface, unless the user set their variables; returns what was set."""
-    if not on_one_machine(os.environ.get("MASTER_ADDR"), world_size, _local_world_size()):
-        return {}
-    return keep_on_loopback(INTERFACE_VARIABLES)
+    """Before ``init_process_group``: gloo/NCCL/TensorPipe bind to the loopback interface when every rank
+    is on this machine, else to the interface of the route toward ``MASTER_ADDR``, unless the user set
+    their variables; returns what was set."""
+    return choose_interfaces(INTERFACE_VARIABLES, os.environ.get("MASTER_ADDR"), world_size, _local_world_size())
 
 
 def loopback_store(rank: int, world_size: int, timeout: timedelta) -> Optional[dist.TCPStore]:

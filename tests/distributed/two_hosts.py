@@ -1,0 +1,83 @@
+"""Two "hosts" on one machine for the multi-node tests: two network namespaces, each with its own
+loopback and one address on a private /24, joined by a veth pair (traffic between them crosses a
+real link). Made and removed by the test itself (root only), with names and a subnet of its own
+per run, and removed also when the test fails. The hostname still resolves to 127.0.0.1 in each,
+as on many images: exactly the case where a rank must not advertise what the hostname says.
+"""
+from __future__ import annotations
+
+import ipaddress
+import os
+import random
+import shutil
+import signal
+import subprocess
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Iterator, Optional
+
+
+@dataclass(frozen=True)
+class Host:
+    namespace: str
+    interface: str
+    address: str
+
+    def command(self, argv: list[str]) -> list[str]:
+        """``argv`` run inside this host."""
+        return ["ip", "netns", "exec", self.namespace, *argv]
+
+    def kill_everything(self) -> None:
+        """Kill every process inside this host (a launcher's ranks may run in sessions of their own)."""
+        found = subprocess.run(["ip", "netns", "pids", self.namespace], capture_output=True, text=True).stdout
+        for pid in found.split():
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except (ProcessLookupError, ValueError):
+                pass
+
+
+def unavailable() -> Optional[str]:
+    """Why two hosts cannot be made here, or None."""
+    if os.name != "posix" or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "the ip command (iproute2) is missing"
+    return None
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, text=True)
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """A /24 in 10.0.0.0/8 that no interface of this machine uses."""
+    used = subprocess.run(["ip", "-o", "-4", "addr"], capture_output=True, text=True).stdout
+    for _ in range(100):
+        subnet = ipaddress.ip_network(f"10.{random.randint(100, 250)}.{random.randint(0, 255)}.0/24")
+        if f" 10.{subnet.network_address.packed[1]}.{subnet.network_address.packed[2]}." not in used:
+            return subnet
+    raise RuntimeError("no free 10.x.y.0/24 subnet found for the two test hosts")
+
+
+@contextmanager
+def two_hosts() -> Iterator[tuple[Host, Host]]:
+    """Two hosts joined by a link; removed on the way out, whatever happened."""
+    tag = f"{os.getpid() % 100000}{random.randint(0, 999):03d}"
+    subnet = _free_subnet()
+    hosts = tuple(Host(f"fct{tag}{side}", f"fv{tag}{side}", str(subnet.network_address + index + 1))
+                  for index, side in enumerate("ab"))
+    try:
+        for host in hosts:
+            _ip("netns", "add", host.namespace)
+        _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
+        for host in hosts:
+            _ip("link", "set", host.interface, "netns", host.namespace)
+            _ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", host.interface)
+            _ip("-n", host.namespace, "link", "set", host.interface, "up")
+            _ip("-n", host.namespace, "link", "set", "lo", "up")
+        yield hosts  # type: ignore[misc]
+    finally:
+        for host in hosts:
+            host.kill_everything()
+            subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)  # removes its veth end too
