@@ -24,7 +24,7 @@ from typing import Any, Iterable, Iterator, Optional, Union
 
 from fastcore_train.checkpoint.checksums import META_FILE, verify_checksums
 from fastcore_train.checkpoint.errors import CheckpointError
-from fastcore_train.checkpoint.layout import read_trainer_state
+from fastcore_train.checkpoint.reading import read_trainer_state
 from fastcore_train.checkpoint.target import is_checkpoint_folder
 from fastcore_train.log import logger
 from fastcore_train.utils.atomic import recover_folders_in
