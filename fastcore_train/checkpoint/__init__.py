@@ -15,7 +15,9 @@ from fastcore_train.checkpoint.errors import (CheckpointChecksumError, Checkpoin
 from fastcore_train.checkpoint.json_files import encode_callback_states, json_text, write_json, write_text
 from fastcore_train.checkpoint.layout import (CALLBACK_STATE_FILE, FORMAT_VERSION, LEGACY_CALLBACK_STATE_FILE,
                                               LR_POSITION, MODEL_STEM, OPTIMIZERS_KEY, RANK_STATE_FILE,
-                                              READABLE_FORMATS, TRAINER_STATE_FILE, TRAINING_STATE_STEM, model_file)
+                                              READABLE_FORMATS, TRAINER_STATE_FILE, TRAINING_STATE_STEM, FILES_KEY,
+                                              META_CHECKSUM_KEY, model_file)
+from fastcore_train.checkpoint.meta import load_meta, meta_digest, sealed_meta
 from fastcore_train.checkpoint.reading import (read_callback_states, read_meta, read_rank_random_state,
                                                read_trainer_state, require_file)
 from fastcore_train.checkpoint.staging import staged_path, write_model_file
@@ -26,11 +28,11 @@ from fastcore_train.checkpoint.target import (check_checkpoint_target, checkpoin
 
 __all__ = [
     "ALGORITHM", "ALGORITHM_KEY", "CALLBACK_STATE_FILE", "FORMAT_VERSION", "LEGACY_CALLBACK_STATE_FILE", "LR_POSITION",
-    "META_FILE", "MODEL_STEM", "OPTIMIZERS_KEY", "RANK_STATE_FILE", "READABLE_FORMATS", "TRAINER_STATE_FILE",
+    "META_FILE", "FILES_KEY", "META_CHECKSUM_KEY", "MODEL_STEM", "OPTIMIZERS_KEY", "RANK_STATE_FILE", "READABLE_FORMATS", "TRAINER_STATE_FILE",
     "TRAINING_STATE_STEM", "Verification", "CheckpointChecksumError", "CheckpointContent", "CheckpointError", "CheckpointStateError",
     "CheckpointTargetError", "check_checkpoint_target", "check_snapshot_options", "checkpoint_content",
     "checkpoint_target_problem", "concurrent_writer_problem", "encode_callback_states", "file_checksums",
-    "is_checkpoint_folder", "json_text", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",
+    "is_checkpoint_folder", "json_text", "load_meta", "meta_digest", "sealed_meta", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",
     "read_trainer_state", "require_file", "staged_path", "verify_checksums", "write_checkpoint", "write_hashed",
     "write_json", "write_model_file", "write_text",
 ]

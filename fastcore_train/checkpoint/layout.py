@@ -2,8 +2,9 @@
 
 A checkpoint is a folder::
 
-    meta.json            format version, backend, driver, world size, package version, and the
-                         checksum of every other file of the checkpoint (checked when it is loaded)
+    meta.json            format version, backend, driver, world size, package version, the list
+                         and the checksum of every other file of the checkpoint (checked when it is
+                         loaded), and the checksum of its own content (see meta.py)
     model<suffix>        the model, written by the driver (or by a user's model_save_fn)
     training_state<suffix>  optimizers and grad scaler, written by the driver
     trainer_state.json   trainer counters, sampler state, event-filter counters, RNG states
@@ -33,10 +34,20 @@ from pathlib import Path
 
 from fastcore_train.drivers.driver import Driver
 
+#: 5: meta.json lists its files and carries the checksum of its own content (see meta.py).
 #: 4: XXH3-128 checksums (``checksum_algorithm`` in meta.json). 3: a random-state file per rank.
 #: 2: callback states in JSON. 1: pickled (still read, through the restricted unpickler).
-FORMAT_VERSION = 4
-READABLE_FORMATS = (1, 2, 3, 4)
+FORMAT_VERSION = 5
+READABLE_FORMATS = (1, 2, 3, 4, 5)
+#: The file that holds the checkpoint's metadata and the checksums of its other files.
+META_FILE = "meta.json"
+#: ``meta.json``'s key naming the checksum algorithm; absent in checkpoints of format < 4 (sha256).
+ALGORITHM_KEY = "checksum_algorithm"
+ALGORITHM = "xxh3_128"
+#: ``meta.json``'s list of the checkpoint's files (format 5 on): the names its checksums cover.
+FILES_KEY = "files"
+#: ``meta.json``'s checksum of its own content (format 5 on).
+META_CHECKSUM_KEY = "meta_checksum"
 TRAINER_STATE_FILE = "trainer_state.json"
 CALLBACK_STATE_FILE = "callback_states.json"
 LEGACY_CALLBACK_STATE_FILE = "callback_states.pkl"

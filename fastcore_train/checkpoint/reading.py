@@ -8,10 +8,12 @@ from pathlib import Path
 from typing import Any
 
 from fastcore_train.checkpoint.checksums import META_FILE, verify_checksums
-from fastcore_train.checkpoint.errors import CheckpointError
+from fastcore_train.checkpoint.errors import CheckpointChecksumError, CheckpointError
 from fastcore_train.checkpoint.layout import (CALLBACK_STATE_FILE, FORMAT_VERSION, LEGACY_CALLBACK_STATE_FILE,
                                               RANK_STATE_FILE, READABLE_FORMATS, TRAINER_STATE_FILE)
+from fastcore_train.checkpoint.meta import load_meta
 from fastcore_train.drivers.driver import Driver
+from fastcore_train.drivers.registry import all_backends
 from fastcore_train.log import logger
 from fastcore_train.utils import json_state, safe_pickle
 from fastcore_train.utils.atomic import recover_folder
@@ -30,23 +32,19 @@ def read_meta(folder: os.PathLike, driver: Driver, verify: bool = True) -> dict[
             f"No checkpoint folder at {str(folder)!r}. Pass the folder given to save_checkpoint "
             "(or one written by CheckpointCallback)."
         )
-    meta_path = folder / META_FILE
-    if not meta_path.is_file():
-        raise CheckpointError(
-            f"{str(folder)!r} is not a fastcore_train checkpoint (it has no {META_FILE}); it may be "
-            "damaged or written by another tool. Pick a complete checkpoint folder."
-        )
-    try:
-        meta = json.loads(meta_path.read_text(encoding="utf-8"))
-    except ValueError as error:
-        raise CheckpointError(f"{str(meta_path)!r} is damaged ({error}); pick another checkpoint.") from error
+    meta = load_meta(folder)
     if meta.get("format_version") not in READABLE_FORMATS:
         raise CheckpointError(
             f"Checkpoint {str(folder)!r} has format version {meta.get('format_version')!r}; this "
             f"fastcore_train reads versions {', '.join(map(str, READABLE_FORMATS))}. Load it with the "
             "fastcore_train version that wrote it (meta.json's fastcore_train_version)."
         )
-    if meta.get("backend") != driver.backend:
+    known = [entry.name for entry in all_backends()]
+    if meta["backend"] not in known:
+        raise CheckpointChecksumError(
+            f"{str(folder / META_FILE)!r} names backend {meta['backend']!r}, which is none of {', '.join(known)}: "
+            "the file was damaged or edited, and nothing of the checkpoint was loaded. Resume from another checkpoint.")
+    if meta["backend"] != driver.backend:
         raise CheckpointError(
             f"Checkpoint {str(folder)!r} was written by the {meta.get('backend')!r} backend; this "
             f"trainer uses {driver.backend!r}. Load it with a {meta.get('backend')} model and driver."

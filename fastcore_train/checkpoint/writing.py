@@ -7,11 +7,11 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from fastcore_train.checkpoint.checksums import (ALGORITHM, ALGORITHM_KEY, META_FILE, BackgroundHashes, file_checksums,
-                                                 write_hashed)
+from fastcore_train.checkpoint.checksums import BackgroundHashes, file_checksums, write_hashed
 from fastcore_train.checkpoint.json_files import json_text, write_json
-from fastcore_train.checkpoint.layout import (CALLBACK_STATE_FILE, FORMAT_VERSION, MODEL_STEM, RANK_STATE_FILE,
-                                              TRAINER_STATE_FILE, TRAINING_STATE_STEM)
+from fastcore_train.checkpoint.layout import (CALLBACK_STATE_FILE, FORMAT_VERSION, META_FILE, MODEL_STEM,
+                                              RANK_STATE_FILE, TRAINER_STATE_FILE, TRAINING_STATE_STEM)
+from fastcore_train.checkpoint.meta import sealed_meta
 from fastcore_train.checkpoint.staging import staged_path
 from fastcore_train.checkpoint.target import check_checkpoint_target
 from fastcore_train.drivers.driver import Driver
@@ -58,7 +58,7 @@ class CheckpointContent:
         if self.background is not None:
             self.digests.update(self.background.result())
         checksums = file_checksums(staging, known=self.digests)
-        write_json(staging / META_FILE, dict(self.meta, checksums=checksums, **{ALGORITHM_KEY: ALGORITHM}))
+        write_json(staging / META_FILE, sealed_meta(self.meta, checksums))
 
 
 def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only_state_dict: bool) -> None:

@@ -187,7 +187,11 @@ class PersistenceMixin:
         io = self.driver.io
         # The files are hashed on helper threads while the framework reads them; nothing read is put
         # into the model or optimizers before every checksum matched (one pass over the files).
-        with ckpt.Verification(folder, meta) as verification:
+        # Every file read below must have a checksum; the record is checked before any is opened.
+        needed = [ckpt.model_file(folder, self.driver).name] if model_load_fn is None else []
+        needed += [f"{ckpt.TRAINING_STATE_STEM}{io.model_file_suffix}", ckpt.TRAINER_STATE_FILE,
+                   ckpt.CALLBACK_STATE_FILE] + [path.name for path in folder.glob("rank_state_*.npz")]
+        with ckpt.Verification(folder, meta, needed) as verification:
             try:
                 apply_model = None
                 if model_load_fn is None:

@@ -167,6 +167,8 @@ class Harness(BackendHarness):
                 meta = json.loads(data)
                 meta["checksums"] = {swap(name): value for name, value in meta["checksums"].items()
                                      if not name.endswith("pickled_data")}
+                meta["files"] = sorted(meta["checksums"])
+                meta.pop("meta_checksum", None)  # (of the names before they were made equal)
                 data = json.dumps(meta, sort_keys=True).encode()
             canonical[swap(path)] = data
         return canonical
