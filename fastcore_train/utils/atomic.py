@@ -151,6 +151,29 @@ def blocking_file(path: PathLike) -> Optional[Path]:
     return None
 
 
+def dangling_link_problem(path: PathLike) -> Optional[str]:
+    """Why nothing can be written at ``path`` when it is a symbolic link to nothing (a disk not
+    mounted, a link made before its folder), else None."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return (f"{str(path)!r} is a symbolic link to {os.readlink(path)!r}, which does not exist; nothing was "
+                "written. Create what it points to (mount the disk, make the folder), or remove the link.")
+    return None
+
+
+def through_link(target: PathLike) -> Path:
+    """Where writing ``target`` goes: ``target`` itself, or the place it links to when it is a
+    symbolic link (a mounted disk, a ``latest`` link), so that the link stays and what it points to
+    gets the content. A link to nothing is a :class:`FileNotFoundError` saying so."""
+    target = Path(target)
+    if not target.is_symlink():
+        return target
+    problem = dangling_link_problem(target)
+    if problem is not None:
+        raise FileNotFoundError(problem)
+    return Path(os.path.realpath(target))
+
+
 def _remove(path: Path) -> None:
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path, ignore_errors=True)
@@ -202,9 +225,9 @@ def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]
     lock). :func:`atomic_path` does all three.
     ``lock_wait``: how long to wait for another writer of ``target`` before :class:`TargetBusyError`.
     """
-    target = Path(target)
     if check_target is not None:
-        check_target(target)
+        check_target(Path(target))
+    target = through_link(target)  # a symbolic link is written through: it stays, its target gets the content
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_target(target, lock_wait)
     remove_stale_temporaries(target.parent)
@@ -231,12 +254,13 @@ def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[
     (:func:`aside_sibling`) and deleted only after the new one is in place; :func:`recover_folder`
     puts it back if the process died in between. With ``previous`` (a list), the old folder is not
     deleted but appended to it, for the caller to delete once the new one is on disk
-    (:func:`make_durable`). The writer's lock on ``target`` is released either way.
+    (:func:`make_durable`). The writer's lock on ``target`` is released either way. A symbolic link
+    at ``target`` stays: what it points to is replaced (:func:`through_link`).
     """
-    target = Path(target)
     try:
         if check_target is not None:
-            check_target(target)
+            check_target(Path(target))
+        target = through_link(target)
         if target.is_dir() or (temporary.is_dir() and target.exists()):
             aside = aside_sibling(target)
             os.replace(target, aside)
@@ -307,7 +331,7 @@ def make_durable(path: PathLike, previous: list[Path]) -> None:
     """Flush the published ``path`` to disk (:func:`flush_to_disk`), then delete the versions it
     replaced (``previous``, moved aside by :func:`publish`): until the new one is on disk, a power
     cut leaves the old one beside it."""
-    path = Path(path)
+    path = through_link(path)
     flush_to_disk(path)
     stale = _dead_writers_asides(path)  # also those of a writer killed before this point
     for aside in {*previous, *stale}:
@@ -342,7 +366,8 @@ def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = N
     """Return ``target``, first restoring the previous version a writer of ours moved aside
     (:func:`aside_sibling`) if it died before putting the new one in place. Only that name, from
     this host, of a process that is gone, is ever restored; ``notify(message)`` is told when one is."""
-    target = Path(target)
+    given = Path(target)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given  # (what a link points to was replaced)
     if not target.exists() and not target.is_symlink():
         asides = sorted(_dead_writers_asides(target), key=os.path.getmtime)
         if asides:
@@ -350,4 +375,4 @@ def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = N
             if notify is not None:
                 notify(f"{str(target)!r} was missing: a save replacing it was interrupted after moving the previous "
                        f"version aside; that version ({asides[-1].name}) was put back in place.")
-    return target
+    return given
