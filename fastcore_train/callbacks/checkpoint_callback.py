@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import signal
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -12,6 +11,7 @@ from typing import Any, Callable, Optional, Sequence, Union
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
 from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
+from fastcore_train.checkpoint.user_files import backend_files, remove_checkpoint
 from fastcore_train.controllers.interrupts import SaveGuard
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.controllers.run_guard import TrainingRequeued
@@ -115,6 +115,8 @@ class CheckpointCallback(Callback):
         self.run_folder: Optional[Path] = None
         self.topk_saved: list[tuple[float, str]] = []  # (value, folder name), best first
         self._last_after_evaluation = False
+        #: the files a model_save_fn wrote into each saved model folder (save_object="model"): its own
+        self._written_by_save_fn: dict[str, list[str]] = {}
 
     @property
     def callback_name(self) -> str:
@@ -184,10 +186,14 @@ class CheckpointCallback(Callback):
         self._delete_when_written(trainer, [folder for _, folder in dropped])
 
     def _delete_when_written(self, trainer: Any, names: Sequence[str]) -> None:
+        """Delete dropped top-k folders once the better one is on disk: their own files only, so that a
+        file of the user's in one (an exported model.onnx) stays, named in a warning."""
         if trainer.driver.comm.is_global_zero():
-            for name in names:  # once the better one is on disk
+            known = [*backend_files(trainer.driver.io.model_file_suffix), EVALUATE_RESULTS_FILE]
+            for name in names:
+                written = self._written_by_save_fn.pop(name, [])
                 trainer.after_checkpoint_written(
-                    lambda path=self.run_folder / name: shutil.rmtree(path, ignore_errors=True))
+                    lambda path=self.run_folder / name, own=known + written: remove_checkpoint(path, own))
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
         if self.requeue_signals and isinstance(exception, TrainingRequeued):
@@ -267,7 +273,11 @@ class CheckpointCallback(Callback):
             trainer.save_checkpoint(target, only_state_dict=self.only_state_dict,
                                     model_save_fn=self.model_save_fn, extra_json=extra, blocking=not self.async_save)
         else:
+            fresh = not target.exists()
             trainer.save_model(target, only_state_dict=self.only_state_dict, model_save_fn=self.model_save_fn)
+            if self.model_save_fn is not None and fresh and trainer.driver.comm.is_global_zero():
+                self._written_by_save_fn[name] = [path.relative_to(target).as_posix()
+                                                  for path in target.rglob("*") if path.is_file()]
             if extra and trainer.driver.comm.is_global_zero():
                 from fastcore_train.checkpoint import write_json
                 write_json(target / EVALUATE_RESULTS_FILE, results)

@@ -21,8 +21,9 @@ from fastcore_train.checkpoint.meta import load_meta, meta_digest, sealed_meta
 from fastcore_train.checkpoint.reading import (read_callback_states, read_meta, read_rank_random_state,
                                                read_trainer_state, require_file)
 from fastcore_train.checkpoint.staging import staged_path, write_model_file
+from fastcore_train.checkpoint.user_files import remove_checkpoint, user_files
 from fastcore_train.checkpoint.writing import (CheckpointContent, check_snapshot_options, checkpoint_content,
-                                               write_checkpoint)
+                                               keep_user_files, write_checkpoint)
 from fastcore_train.checkpoint.target import (check_checkpoint_target, checkpoint_target_problem,
                                               concurrent_writer_problem, is_checkpoint_folder)
 
@@ -32,7 +33,7 @@ __all__ = [
     "TRAINING_STATE_STEM", "Verification", "CheckpointChecksumError", "CheckpointContent", "CheckpointError", "CheckpointStateError",
     "CheckpointTargetError", "check_checkpoint_target", "check_snapshot_options", "checkpoint_content",
     "checkpoint_target_problem", "concurrent_writer_problem", "encode_callback_states", "file_checksums",
-    "is_checkpoint_folder", "json_text", "load_meta", "meta_digest", "sealed_meta", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",
+    "is_checkpoint_folder", "json_text", "keep_user_files", "remove_checkpoint", "user_files", "load_meta", "meta_digest", "sealed_meta", "model_file", "read_callback_states", "read_meta", "read_rank_random_state",
     "read_trainer_state", "require_file", "staged_path", "verify_checksums", "write_checkpoint", "write_hashed",
     "write_json", "write_model_file", "write_text",
 ]

@@ -16,7 +16,8 @@ from fastcore_train.checkpoint.staging import staged_path
 from fastcore_train.checkpoint.target import check_checkpoint_target
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.drivers.persistence import HostSnapshot
-from fastcore_train.utils.atomic import flush_to_disk
+from fastcore_train.checkpoint.user_files import backend_files, carry_user_files
+from fastcore_train.utils.atomic import flush_to_disk, through_link
 from fastcore_train.utils.rank_state import write_rank_state
 from fastcore_train.version import __version__
 
@@ -59,6 +60,18 @@ class CheckpointContent:
             self.digests.update(self.background.result())
         checksums = file_checksums(staging, known=self.digests)
         write_json(staging / META_FILE, sealed_meta(self.meta, checksums))
+
+
+def keep_user_files(target: Path, staging: Path, driver: Driver) -> None:
+    """Before ``staging`` replaces the checkpoint at ``target``: the files in it that the checkpoint did
+    not write go into ``staging`` too (see :mod:`~fastcore_train.checkpoint.user_files`). Rank 0, after
+    ``meta.json`` is written (so they are not listed in it)."""
+    try:
+        current = through_link(target)
+    except FileNotFoundError:
+        return  # a link to nothing: the target check says so
+    if current.is_dir():
+        carry_user_files(current, staging, backend_files(driver.io.model_file_suffix))
 
 
 def check_snapshot_options(model_save_fn: Optional[Callable[[Path], None]], only_state_dict: bool) -> None:
@@ -173,6 +186,7 @@ def write_checkpoint(folder: os.PathLike, driver: Driver, trainer_state: dict[st
 
     def finish(staging: Path) -> None:
         content.write_meta(staging)
+        keep_user_files(folder, staging, driver)
         if previous is None:
             flush_to_disk(staging)
 
