@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import re
@@ -29,6 +28,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
+
+from fastcore_train.utils.file_lock import OwnerLock
 
 PathLike = Union[str, os.PathLike]
 
@@ -64,62 +65,12 @@ def lock_path(target: Path) -> Path:
     return target.with_name(f".{target.name}{_LOCK_SUFFIX}")
 
 
-class _TargetLock:
-    """An exclusive ``flock`` on :func:`lock_path`; the file holds the owner's pid (for the message)
-    and is removed on release. A lock file removed under a waiting writer is detected (its inode
-    changed) and taken afresh, so two writers never both hold one."""
-
-    def __init__(self, target: Path) -> None:
-        self.path = lock_path(target)
-        self._descriptor: Optional[int] = None
-
-    def try_acquire(self) -> bool:
-        while True:
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(descriptor)
-                return False
-            except OSError as error:  # a filesystem without locks (some network mounts): write unlocked
-                os.close(descriptor)
-                if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                    return True
-                raise
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                os.ftruncate(descriptor, 0)
-                os.write(descriptor, f"{os.getpid()} {socket.gethostname()}\n".encode())
-                self._descriptor = descriptor
-                return True
-            os.close(descriptor)  # released and removed by its previous owner meanwhile: take the new one
-
-    def owner(self) -> str:
-        try:
-            pid, host = self.path.read_text(encoding="utf-8").split()[:2]
-        except (OSError, ValueError):
-            return "another writer"
-        return f"process {pid} on {host}" + (" (this process: another trainer or thread)"
-                                             if pid == str(os.getpid()) else "")
-
-    def release(self) -> None:
-        if self._descriptor is None:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        os.close(self._descriptor)  # (closing releases the flock)
-        self._descriptor = None
-
-
-_held_locks: dict[Path, _TargetLock] = {}  # by temporary path, from begin_atomic to publish/discard
+_held_locks: dict[Path, OwnerLock] = {}  # by temporary path, from begin_atomic to publish/discard
 _held_locks_guard = threading.Lock()
 
 
-def _lock_target(target: Path, wait: float) -> _TargetLock:
-    lock = _TargetLock(target)
+def _lock_target(target: Path, wait: float) -> OwnerLock:
+    lock = OwnerLock(lock_path(target))
     deadline = time.monotonic() + wait
     while not lock.try_acquire():
         if time.monotonic() >= deadline:
@@ -133,7 +84,7 @@ def _lock_target(target: Path, wait: float) -> _TargetLock:
 
 def target_busy(target: Path) -> Optional[str]:
     """Who is writing ``target`` now (a description), or None when nobody is."""
-    lock = _TargetLock(Path(target))
+    lock = OwnerLock(lock_path(Path(target)))
     if not lock.path.exists():
         return None
     if lock.try_acquire():
@@ -203,7 +154,7 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
     host = _host_id()
     for entry in folder.iterdir():
         if _LOCK_NAME.match(entry.name) and entry.is_file():  # a lock file no writer holds (its writer died)
-            lock = _TargetLock(entry.with_name(entry.name[1:-len(_LOCK_SUFFIX)]))
+            lock = OwnerLock(entry)
             if lock.try_acquire():
                 lock.release()
             continue
