@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from fastcore_train import Callback, CheckpointCallback, Trainer
 from fastcore_train.checkpoint.run_lock import RunFolderBusyError
