@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-
 from fastcore_train import Callback, CheckpointCallback, Trainer
 from fastcore_train.checkpoint.run_lock import RunFolderBusyError
 from tests.conformance.harnesses.base import initial_weights, make_data
