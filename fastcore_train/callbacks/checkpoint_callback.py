@@ -4,7 +4,6 @@ from __future__ import annotations
 import json
 import math
 import re
-import shutil
 import signal
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence, Union
@@ -12,6 +11,8 @@ from typing import Any, Callable, Optional, Sequence, Union
 from fastcore_train.callbacks.monitor_mixin import MonitorTracker
 from fastcore_train.callbacks.metric_log import current_epoch
 from fastcore_train.callbacks.run_folder import new_run_folder
+from fastcore_train.checkpoint.run_lock import RunFolderBusyError, acquire_run_folder, release_run_folder
+from fastcore_train.checkpoint.user_files import backend_files, remove_checkpoint
 from fastcore_train.controllers.interrupts import SaveGuard
 from fastcore_train.controllers.monitor import Monitor
 from fastcore_train.controllers.run_guard import TrainingRequeued
@@ -115,6 +116,10 @@ class CheckpointCallback(Callback):
         self.run_folder: Optional[Path] = None
         self.topk_saved: list[tuple[float, str]] = []  # (value, folder name), best first
         self._last_after_evaluation = False
+        self._holds_run_folder = False
+        self._refused = False
+        #: the files a model_save_fn wrote into each saved model folder (save_object="model"): its own
+        self._written_by_save_fn: dict[str, list[str]] = {}
 
     @property
     def callback_name(self) -> str:
@@ -134,6 +139,23 @@ class CheckpointCallback(Callback):
                              "is a file, not a folder. Pass a folder path (new or existing).")
         self.run_folder = new_run_folder(self.folder, driver, trainer)
 
+    def on_train_begin(self, trainer: Any) -> None:
+        """Take the run folder for this run (:mod:`~fastcore_train.checkpoint.run_lock`): a second run
+        writing into it (resume_from="auto" started twice) is refused here, before it trains."""
+        comm = trainer.driver.comm
+        problem = acquire_run_folder(self.run_folder, trainer) if comm.is_global_zero() else None
+        problem = comm.broadcast_object(problem)  # every rank stops alike
+        self._refused = problem is not None
+        if problem is not None:
+            raise RunFolderBusyError(problem)
+        self._holds_run_folder = comm.is_global_zero()
+
+    def _release_run_folder(self, trainer: Any) -> None:
+        if self._holds_run_folder:
+            self._holds_run_folder = False
+            folder = self.run_folder
+            trainer.after_checkpoint_written(lambda: release_run_folder(folder, trainer))
+
     def on_train_batch_end(self, trainer: Any) -> None:
         if self.every_n_batches and trainer.global_forward_batches % self.every_n_batches == 0:
             self._save(trainer, self._position(trainer))
@@ -150,6 +172,7 @@ class CheckpointCallback(Callback):
     def on_train_end(self, trainer: Any) -> None:
         if self.last and trainer.batch_idx_in_epoch:  # the run stopped inside an epoch, which stays open
             self._save(trainer, "last")
+        self._release_run_folder(trainer)
 
     def on_evaluate_end(self, trainer: Any, results: dict) -> None:
         if self.tracker is not None:
@@ -184,12 +207,24 @@ class CheckpointCallback(Callback):
         self._delete_when_written(trainer, [folder for _, folder in dropped])
 
     def _delete_when_written(self, trainer: Any, names: Sequence[str]) -> None:
+        """Delete dropped top-k folders once the better one is on disk: their own files only, so that a
+        file of the user's in one (an exported model.onnx) stays, named in a warning."""
         if trainer.driver.comm.is_global_zero():
-            for name in names:  # once the better one is on disk
+            known = [*backend_files(trainer.driver.io.model_file_suffix), EVALUATE_RESULTS_FILE]
+            for name in names:
+                written = self._written_by_save_fn.pop(name, [])
                 trainer.after_checkpoint_written(
-                    lambda path=self.run_folder / name: shutil.rmtree(path, ignore_errors=True))
+                    lambda path=self.run_folder / name, own=known + written: remove_checkpoint(path, own))
 
     def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        if self._refused:  # another run writes this run folder: nothing of this one goes there
+            return
+        try:
+            self._save_on_exception(trainer, exception)
+        finally:
+            self._release_run_folder(trainer)
+
+    def _save_on_exception(self, trainer: Any, exception: BaseException) -> None:
         if self.requeue_signals and isinstance(exception, TrainingRequeued):
             self._save(trainer, self._position(trainer), exception_checkpoint=True)  # resumable by resume_from="auto"
         elif self.on_exceptions and isinstance(exception, self.on_exceptions):
@@ -267,7 +302,11 @@ class CheckpointCallback(Callback):
             trainer.save_checkpoint(target, only_state_dict=self.only_state_dict,
                                     model_save_fn=self.model_save_fn, extra_json=extra, blocking=not self.async_save)
         else:
+            fresh = not target.exists()
             trainer.save_model(target, only_state_dict=self.only_state_dict, model_save_fn=self.model_save_fn)
+            if self.model_save_fn is not None and fresh and trainer.driver.comm.is_global_zero():
+                self._written_by_save_fn[name] = [path.relative_to(target).as_posix()
+                                                  for path in target.rglob("*") if path.is_file()]
             if extra and trainer.driver.comm.is_global_zero():
                 from fastcore_train.checkpoint import write_json
                 write_json(target / EVALUATE_RESULTS_FILE, results)

@@ -159,6 +159,8 @@ class _Publication:
     timeout: float
     #: The framework's own write in flight (``Persistence.start_async_write``), or None.
     pending: Optional[Pending] = None
+    #: (only its file names are used in the background: which files of a replaced checkpoint are its own)
+    driver: Optional[Driver] = None
 
 
 def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: Driver,
@@ -188,7 +190,7 @@ def start_async_checkpoint(writer: AsyncCheckpointWriter, folder: Any, driver: D
             discard(staging)
         raise
     facts = _Publication(target, Path(staging), comm.rank, comm.world_size, comm.is_distributed(),
-                         float(getattr(comm, "timeout", 1800.0)), pending)
+                         float(getattr(comm, "timeout", 1800.0)), pending, driver)
     if comm.is_global_zero() or pending is not None:  # (every rank waits for its framework write in the background)
         writer.start(target, lambda: _write_and_publish(content, facts), content.snapshot)
     else:  # its own small files (the random state): written now, so no rank waits on another's thread
@@ -217,6 +219,7 @@ def _write_and_publish(content: ckpt.CheckpointContent, facts: _Publication) -> 
         if facts.distributed:
             _wait_for_ranks(facts)
         content.write_meta(facts.staging)
+        ckpt.keep_user_files(facts.target, facts.staging, facts.driver)
         flush_to_disk(facts.staging)
         previous: list[Path] = []
         publish(facts.staging, facts.target, ckpt.check_checkpoint_target, previous)

@@ -26,18 +26,15 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import TracebackType
-from typing import Any, BinaryIO, Callable, Optional
+from typing import Any, BinaryIO, Callable, Iterable, Optional
 
 import xxhash
 
 from fastcore_train.checkpoint.errors import CheckpointChecksumError, CheckpointError
+from fastcore_train.checkpoint.layout import ALGORITHM, ALGORITHM_KEY, META_FILE
+from fastcore_train.checkpoint.record import check_record
 from fastcore_train.log import logger
 
-#: The file that holds the checksums (``fastcore_train.checkpoint.META_FILE``).
-META_FILE = "meta.json"
-#: ``meta.json``'s key naming the algorithm; absent in checkpoints of format < 4 (sha256).
-ALGORITHM_KEY = "checksum_algorithm"
-ALGORITHM = "xxh3_128"
 _HASHERS: dict[str, Callable[[], Any]] = {"xxh3_128": xxhash.xxh3_128, "sha256": hashlib.sha256}
 
 
@@ -186,38 +183,17 @@ def file_checksums(folder: Path, known: Optional[dict[str, str]] = None) -> dict
     return {name: known[name] if name in known else computed[path] for path, name in zip(paths, names)}
 
 
-#: From this format on, every checkpoint records its checksums and their algorithm.
-CHECKSUMS_REQUIRED_FROM = 4
-
-
-def _check_checksum_record(folder: Path, meta: dict[str, Any]) -> None:
-    """A checkpoint of a format that always records its checksums must have them, whole: a
-    ``meta.json`` without them (or with them damaged) is an error naming it, never a silent
-    fall-back to loading unchecked (or to the older algorithm)."""
-    version = meta.get("format_version")
-    if not isinstance(version, int) or version < CHECKSUMS_REQUIRED_FROM:
-        return
-    checksums = meta.get("checksums")
-    missing = [key for key in ("checksums", ALGORITHM_KEY) if key not in meta]
-    damaged = not isinstance(checksums, dict) or not all(
-        isinstance(name, str) and isinstance(value, str) for name, value in checksums.items())
-    if missing or damaged:
-        what = f"has no {' and no '.join(repr(key) for key in missing)}" if missing else "has a damaged 'checksums' entry"
-        raise CheckpointChecksumError(
-            f"{str(folder / META_FILE)!r} {what}, which every checkpoint of format {version} records: the file was "
-            "damaged or edited, so the checkpoint's files cannot be checked and were not loaded. Resume from "
-            "another checkpoint.")
-
-
-def verify_checksums(folder: Path, meta: dict[str, Any]) -> None:
+def verify_checksums(folder: Path, meta: dict[str, Any], needed: Iterable[str] = ()) -> None:
     """Raise :class:`CheckpointChecksumError` naming the first file of ``folder`` whose content
     differs from the checksum recorded in ``meta``, and :class:`CheckpointError` for a listed file
     gone from a folder that is still there (a whole missing entry is left to the loader, which
     names what it misses). Files added later are not checked. A checkpoint written before
     checksums existed (format < 4 without them) is loaded unchecked (said once, at INFO); one of
-    format 4 on without them is :class:`CheckpointChecksumError` naming ``meta.json``.
+    format 4 on without them is :class:`CheckpointChecksumError` naming ``meta.json``, as is a
+    record that is not whole or names anything but plain files inside the folder, or that lacks one
+    of ``needed`` (:func:`~fastcore_train.checkpoint.record.check_record`).
     (:class:`Verification` does the same beside the framework's reads.)"""
-    with Verification(folder, meta) as verification:
+    with Verification(folder, meta, needed) as verification:
         verification.result()
 
 
@@ -229,12 +205,13 @@ class Verification:
     Use it as a context manager so that the threads are joined whatever happens; call
     :meth:`result` before putting anything read into the model."""
 
-    def __init__(self, folder: Path, meta: dict[str, Any]) -> None:
+    def __init__(self, folder: Path, meta: dict[str, Any], needed: Iterable[str] = ()) -> None:
+        """``needed``: the names the caller reads (each must have a checksum, see :func:`check_record`)."""
         self._folder = folder
         self._pool: Optional[ThreadPoolExecutor] = None
         self._pending: list[tuple[Path, str, Any]] = []
         checksums = meta.get("checksums")
-        _check_checksum_record(folder, meta)
+        check_record(folder, meta, needed)  # before any file is opened
         if checksums is None:
             logger.info("Checkpoint %r has no checksums (written by an older fastcore_train): its files are "
                         "loaded without checking them.", str(folder))

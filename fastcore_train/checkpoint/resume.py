@@ -17,14 +17,14 @@ broadcasts its choice, so every rank resumes the same folder.
 """
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Optional, Union
 
-from fastcore_train.checkpoint.checksums import META_FILE, verify_checksums
+from fastcore_train.checkpoint.checksums import verify_checksums
 from fastcore_train.checkpoint.errors import CheckpointError
-from fastcore_train.checkpoint.layout import read_trainer_state
+from fastcore_train.checkpoint.meta import load_meta
+from fastcore_train.checkpoint.reading import read_trainer_state
 from fastcore_train.checkpoint.target import is_checkpoint_folder
 from fastcore_train.log import logger
 from fastcore_train.utils.atomic import recover_folders_in
@@ -66,7 +66,7 @@ def _trained_batches(folder: Path) -> Optional[int]:
 
 def _is_intact(folder: Path) -> bool:
     try:
-        verify_checksums(folder, json.loads((folder / META_FILE).read_text(encoding="utf-8")))
+        verify_checksums(folder, load_meta(folder))
     except (CheckpointError, OSError, ValueError) as error:
         logger.warning("Checkpoint %r is damaged and is not resumed from: %s", str(folder), error)
         return False

@@ -12,7 +12,7 @@ from typing import Optional
 
 from fastcore_train.checkpoint.checksums import META_FILE
 from fastcore_train.checkpoint.errors import CheckpointTargetError
-from fastcore_train.utils.atomic import blocking_file, target_busy
+from fastcore_train.utils.atomic import blocking_file, dangling_link_problem, target_busy, through_link
 
 
 def is_checkpoint_folder(folder: Path) -> bool:
@@ -35,6 +35,9 @@ def checkpoint_target_problem(folder: os.PathLike) -> Optional[str]:
     if folder.name in ("", ".", "..") or resolved == Path.cwd().resolve() or resolved in Path.cwd().resolve().parents:
         return (f"save_checkpoint({str(folder)!r}) would replace the current directory or one above it. "
                 "A checkpoint is a folder of its own: pass a new folder name, e.g. 'checkpoints/last'.")
+    dangling = dangling_link_problem(folder)
+    if dangling is not None:
+        return f"Cannot write a checkpoint: {dangling}"
     blocker = blocking_file(folder)
     if blocker == folder:
         return (f"{str(folder)!r} is a file, not a checkpoint folder; it was left untouched. "
@@ -59,7 +62,10 @@ def check_checkpoint_target(folder: os.PathLike) -> None:
 def concurrent_writer_problem(folder: os.PathLike) -> Optional[str]:
     """Why a checkpoint cannot be written to ``folder`` right now: another writer (another
     Trainer, in this process or another) holds its lock; None when nobody does."""
-    owner = target_busy(Path(folder))
+    try:
+        owner = target_busy(through_link(folder))  # (the lock is taken beside what a link points to)
+    except FileNotFoundError:
+        return None  # a link to nothing: checkpoint_target_problem says so
     if owner is None:
         return None
     return (f"Cannot save a checkpoint to {str(folder)!r}: {owner} is saving one there right now, and two "

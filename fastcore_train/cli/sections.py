@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from fastcore_train.cli.errors import ConfigError, locate
+from fastcore_train.cli.yaml_limits import check_yaml_limits
 
 SECTIONS = ("model", "data", "optimizer", "lr_scheduler")
 REQUIRED = ("model", "data", "optimizer")
@@ -68,7 +69,9 @@ def config_files(argv: Sequence[str]) -> list[Path]:
 def _read_yaml(path: Path) -> dict[str, Any]:
     import yaml
     try:
-        loaded = yaml.safe_load(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        check_yaml_limits(text, path)  # before any loader expands its aliases
+        loaded = yaml.safe_load(text)
     except OSError as error:
         raise ConfigError(f"cannot read the config file {str(path)!r}: {error.strerror}.") from error
     except yaml.YAMLError as error:

@@ -58,6 +58,39 @@ def batch_shapes(batch: Any) -> str:
     return ", ".join(found)
 
 
+#: Top-level modules whose frames are not the user's (for naming where a dataloader ran out of memory).
+_NOT_USER = {"torch", "paddle", "jittor", "oneflow", "numpy", "fastcore_train", "jittor_utils"}
+
+
+def _user_frame(error: BaseException) -> str:
+    """`` (in my_collate, train.py line 12)``: the innermost frame of the traceback outside the
+    frameworks, numpy, the standard library and fastcore_train; empty when there is none."""
+    import os
+    import sys
+    found = ""
+    trace = error.__traceback__
+    while trace is not None:
+        frame = trace.tb_frame
+        top = str(frame.f_globals.get("__name__", "")).split(".")[0]
+        if top and top not in _NOT_USER and top not in getattr(sys, "stdlib_module_names", ()):
+            found = (f" (in {frame.f_code.co_name}, {os.path.basename(frame.f_code.co_filename)} line "
+                     f"{trace.tb_lineno})")
+        trace = trace.tb_next
+    return found
+
+
+def fetch_out_of_memory_error(error: BaseException, epoch: int, batch_in_epoch: int,
+                              overall: int) -> BatchOutOfMemoryError:
+    """The error to raise in place of ``error`` met while the dataloader made a batch (its
+    ``collate_fn``, the dataset's ``__getitem__``); chain it with ``from error``."""
+    return BatchOutOfMemoryError(
+        f"Out of memory while the dataloader made batch {batch_in_epoch} of epoch {epoch} (batch {overall} overall), "
+        f"in its collate_fn or the dataset's __getitem__{_user_frame(error)}, before the training step. Make the "
+        "batches smaller (a smaller batch_size, and accumulation_steps=k to keep the effective batch size), or make "
+        "collate_fn allocate less (pad to the batch's longest sample rather than a fixed length). "
+        f"The framework said: {type(error).__name__}: {error}")
+
+
 def out_of_memory_error(error: BaseException, epoch: int, batch_in_epoch: int, overall: int, batch: Any,
                         accumulation_steps: int) -> BatchOutOfMemoryError:
     """The error to raise in place of ``error`` (chain it with ``from error``)."""

@@ -6,10 +6,14 @@ rank's RNG states) and puts it all back, keeping the ranks in step around each w
 """
 from __future__ import annotations
 
+import dataclasses
+import time
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
 from fastcore_train import checkpoint as ckpt
+from fastcore_train.checkpoint.replacement import (LOAD_TRIES, CheckpointReplacedError, folder_identity,
+                                                   replaced_error, replaced_since)
 from fastcore_train.checkpoint.async_writer import AsyncCheckpointWriter, flush_in_background, start_async_checkpoint
 from fastcore_train.controllers.checkpoint_checks import (OPTIMIZERS_KEY, check_optimizer_classes, load_checked,
                                                           optimizer_classes, read_checked)
@@ -20,6 +24,21 @@ from fastcore_train.events.manager import CallbackManager
 from fastcore_train.log import logger
 from fastcore_train.parallel.watchdog import keeps_alive
 from fastcore_train.samplers.adapt import find_reproducible_batch_sampler
+
+
+@dataclasses.dataclass
+class _ReadCheckpoint:
+    """What one read of a checkpoint gave, before any of it is applied."""
+
+    meta: dict[str, Any]
+    folder: Path
+    model_path: Optional[Path] = None
+    apply_model: Optional[Callable[[], None]] = None
+    state_path: Optional[Path] = None
+    apply_state: Optional[Callable[[], None]] = None
+    trainer_state: Any = None
+    rank_state: Any = None
+    callback_states: Any = None
 
 
 class PersistenceMixin:
@@ -181,39 +200,35 @@ class PersistenceMixin:
         the same data order and random streams as an uninterrupted run.
         """
         self.wait_for_checkpoint()  # a save in flight is done with the live state (and the folder)
-        meta = ckpt.read_meta(folder, self.driver, verify=False)
-        folder = Path(meta["folder"])
-        check_optimizer_classes(meta, self._user_optimizers, folder)  # before anything is loaded
-        io = self.driver.io
-        # The files are hashed on helper threads while the framework reads them; nothing read is put
-        # into the model or optimizers before every checksum matched (one pass over the files).
-        with ckpt.Verification(folder, meta) as verification:
+        given = Path(folder)
+        for attempt in range(1, LOAD_TRIES + 1):
+            identity = folder_identity(given)
             try:
-                apply_model = None
-                if model_load_fn is None:
-                    path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
-                    only = meta.get("only_state_dict", only_state_dict)
-                    apply_model = read_checked(path, "model", lambda: io.model_reader(path, only_state_dict=only))
-                state_path = ckpt.require_file(
-                    folder / f"{ckpt.TRAINING_STATE_STEM}{io.model_file_suffix}", "optimizer state")
-                apply_state = read_checked(state_path, "optimizer state", lambda: io.training_state_reader(state_path))
-            except BaseException:
-                verification.result()  # a checksum mismatch says better why a read failed
-                raise
-            verification.result()
-        if apply_model is None:
+                read = self._read_checkpoint(given, resume_training, only_state_dict, model_load_fn)
+                if folder_identity(given) != identity:  # replaced while read: some files may be the next version's
+                    raise CheckpointReplacedError(f"{str(given)!r} was replaced while it was read.")
+                break
+            except (OSError, ckpt.CheckpointError) as error:
+                if not (isinstance(error, CheckpointReplacedError) or replaced_since(given, identity)):
+                    raise  # the same folder in place: real damage
+                if attempt == LOAD_TRIES or self.driver.comm.is_distributed():  # (ranks must not load two versions)
+                    raise replaced_error(given, attempt, error) from error
+                logger.info("Checkpoint %r was replaced by another save while it was read; reading it again.",
+                            str(given))
+                time.sleep(0.02 * 2 ** attempt)
+        folder = read.folder
+        if read.apply_model is None:
             model_load_fn(folder)  # type: ignore[misc]
         else:
-            load_checked(path, "model", apply_model)
-        load_checked(state_path, "optimizer state", apply_state)
+            load_checked(read.model_path, "model", read.apply_model)
+        load_checked(read.state_path, "optimizer state", read.apply_state)
         if resume_training:
-            saved = ckpt.read_trainer_state(folder)
+            saved = read.trainer_state
             self.state.load_state_dict(saved["state"])
             self.callback_manager.load_filter_states(saved["event_filters"])
             self._load_sampler_state(saved.get("sampler"))
             self._batches_before_iter = self.state.batch_idx_in_epoch  # the sampler's count starts after them
-            self._pending_rng_state = ckpt.read_rank_random_state(folder, meta, self.driver.comm.rank,
-                                                                  self.driver.comm.world_size)
+            self._pending_rng_state = read.rank_state
             if self._pending_rng_state is None:  # format 1 and 2: every rank's state in the trainer state
                 rng_states = saved["rng"]
                 same_world = len(rng_states) == self.driver.comm.world_size
@@ -221,9 +236,43 @@ class PersistenceMixin:
                 if not same_world:
                     logger.warning("The checkpoint was written by %d rank(s) and is resumed on %d: random streams "
                                    "restart from rank 0's state.", len(rng_states), self.driver.comm.world_size)
-            self.callback_manager.load_callback_states(
-                self, ckpt.read_callback_states(folder, meta["format_version"]))
+            self.callback_manager.load_callback_states(self, read.callback_states)
         self.driver.comm.barrier()
+
+    def _read_checkpoint(self, folder: Path, resume_training: bool, only_state_dict: bool,
+                         model_load_fn: Optional[Callable[[Path], None]]) -> "_ReadCheckpoint":
+        """Everything :meth:`load_checkpoint` puts into the trainer, read and checked (nothing applied yet)."""
+        meta = ckpt.read_meta(folder, self.driver, verify=False)
+        folder = Path(meta["folder"])
+        check_optimizer_classes(meta, self._user_optimizers, folder)  # before anything is loaded
+        io = self.driver.io
+        # The files are hashed on helper threads while the framework reads them; nothing read is put
+        # into the model or optimizers before every checksum matched (one pass over the files).
+        # Every file read below must have a checksum; the record is checked before any is opened.
+        needed = [ckpt.model_file(folder, self.driver).name] if model_load_fn is None else []
+        needed += [f"{ckpt.TRAINING_STATE_STEM}{io.model_file_suffix}", ckpt.TRAINER_STATE_FILE,
+                   ckpt.CALLBACK_STATE_FILE] + [path.name for path in folder.glob("rank_state_*.npz")]
+        read = _ReadCheckpoint(meta, folder)
+        with ckpt.Verification(folder, meta, needed) as verification:
+            try:
+                if model_load_fn is None:
+                    path = read.model_path = ckpt.require_file(ckpt.model_file(folder, self.driver), "model file")
+                    only = meta.get("only_state_dict", only_state_dict)
+                    read.apply_model = read_checked(path, "model", lambda: io.model_reader(path, only_state_dict=only))
+                state_path = read.state_path = ckpt.require_file(
+                    folder / f"{ckpt.TRAINING_STATE_STEM}{io.model_file_suffix}", "optimizer state")
+                read.apply_state = read_checked(state_path, "optimizer state",
+                                                lambda: io.training_state_reader(state_path))
+                if resume_training:
+                    read.trainer_state = ckpt.read_trainer_state(folder)
+                    read.rank_state = ckpt.read_rank_random_state(folder, meta, self.driver.comm.rank,
+                                                                  self.driver.comm.world_size)
+                    read.callback_states = ckpt.read_callback_states(folder, meta["format_version"])
+            except BaseException:
+                verification.result()  # a checksum mismatch says better why a read failed
+                raise
+            verification.result()
+        return read
 
     def _load_sampler_state(self, sampler_state: Optional[dict[str, Any]]) -> None:
         sampler = find_reproducible_batch_sampler(self.driver, self.dataloader)

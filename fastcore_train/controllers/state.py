@@ -23,12 +23,16 @@ class TrainerState:
 
     @property
     def total_batches(self) -> Optional[int]:
-        """Batches the whole run will train, when the dataloader is sized."""
+        """Batches the whole run trains, when the dataloader is sized: ``n_batches`` when given, else
+        the batches of the epochs done (as many as they had: a dataset may grow between epochs) and
+        the current epoch's count for this epoch and each one left; after the last epoch, the
+        batches trained."""
         if self.n_batches > 0:
             return self.n_batches
         if self.num_batches_per_epoch is None:
             return None
-        return self.num_batches_per_epoch * self.n_epochs
+        done = self.global_forward_batches - self.batch_idx_in_epoch  # in the epochs finished
+        return done + self.num_batches_per_epoch * max(0, self.n_epochs - self.cur_epoch_idx)
 
     def state_dict(self) -> dict[str, Any]:
         return asdict(self)

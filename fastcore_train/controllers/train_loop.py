@@ -10,7 +10,7 @@ from typing import Any, Callable, Optional
 
 from fastcore_train.controllers.arguments import empty_epoch_message
 from fastcore_train.controllers.evaluator import Evaluator
-from fastcore_train.controllers.memory import is_out_of_memory, out_of_memory_error
+from fastcore_train.controllers.memory import fetch_out_of_memory_error, is_out_of_memory, out_of_memory_error
 from fastcore_train.controllers.run_guard import RunGuard
 from fastcore_train.controllers.state import TrainerState
 from fastcore_train.drivers.driver import Driver
@@ -116,6 +116,11 @@ class TrainLoopMixin:
             except StopIteration:
                 finished = True
                 break
+            except (MemoryError, RuntimeError) as error:  # in the user's collate_fn or __getitem__
+                if not is_out_of_memory(error):
+                    raise
+                raise fetch_out_of_memory_error(error, state.cur_epoch_idx + 1, state.batch_idx_in_epoch + 1,
+                                                state.global_forward_batches + 1) from error
             if fetch_end is not None:
                 fetch_end(self)
             if mapping is not None:

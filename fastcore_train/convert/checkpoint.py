@@ -25,6 +25,7 @@ from typing import Any, Optional
 
 from fastcore_train import checkpoint as ckpt
 from fastcore_train.checkpoint import LR_POSITION, OPTIMIZERS_KEY
+from fastcore_train.checkpoint.meta import load_meta, sealed_meta
 from fastcore_train.convert import optimizer_state as optim
 from fastcore_train.convert.layout import Layout, UnmappableLayerError, layout_tensors, parameter_order
 from fastcore_train.convert.neutral_file import write_neutral_file
@@ -59,7 +60,7 @@ def _read_source_meta(src: Path) -> dict[str, Any]:
     if not ckpt.is_checkpoint_folder(folder):
         raise ConversionError(f"{str(src)!r} is not a fastcore_train checkpoint (no valid {ckpt.META_FILE}); pass a "
                               "folder written by trainer.save_checkpoint or CheckpointCallback(save_object='checkpoint').")
-    meta = json.loads((folder / ckpt.META_FILE).read_text(encoding="utf-8"))
+    meta = load_meta(folder)
     if meta.get("format_version") not in ckpt.READABLE_FORMATS or meta["format_version"] < 3:
         raise ConversionError(f"{str(src)!r} has checkpoint format {meta.get('format_version')!r}; the converter reads "
                               "format 3. Resume it with the fastcore_train that wrote it and save it again.")
@@ -183,7 +184,8 @@ def _convert(src: Path, dst: Path, to: str, weights_only: bool, same_backend: bo
         callback_states = _convert_callback_states(folder)
         rank_files = sorted(folder.glob("rank_state_*.npz"))
         rank_states = {path.name: read_rank_state(path) for path in rank_files}
-    target_meta = {key: value for key, value in meta.items() if key not in ("checksums", "folder")}
+    target_meta = {key: value for key, value in meta.items()
+                   if key not in ("checksums", "folder", ckpt.FILES_KEY, ckpt.META_CHECKSUM_KEY, ckpt.ALGORITHM_KEY)}
     target_meta.update(backend=to, driver=f"converted ({meta.get('driver')})", **{LAYERS_KEY: {"layout": layout}},
                        **{CONVERTED_KEY: {"backend": source.name, "not_converted": [] if weights_only else [RNG_NOTE],
                                           "weights_only": weights_only}})
@@ -198,9 +200,8 @@ def _convert(src: Path, dst: Path, to: str, weights_only: bool, same_backend: bo
             ckpt.write_json(staging / ckpt.CALLBACK_STATE_FILE, callback_states)
             for name, rank_state in rank_states.items():
                 write_rank_state(staging / name, dict(rank_state, framework=None))
-        ckpt.write_json(staging / ckpt.META_FILE, dict(target_meta, format_version=ckpt.FORMAT_VERSION,
-                                                       checksums=ckpt.file_checksums(staging),
-                                                       **{ckpt.ALGORITHM_KEY: ckpt.ALGORITHM}))
+        ckpt.write_json(staging / ckpt.META_FILE, sealed_meta(dict(target_meta, format_version=ckpt.FORMAT_VERSION),
+                                                              ckpt.file_checksums(staging)))
     if not weights_only:
         logger.warning("Converted %r (%s) to %r (%s). Not converted: %s.", str(src), source.name, str(dst), to, RNG_NOTE)
     return dst

@@ -12,7 +12,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from fastcore_train.convert.layout import Layout, TensorSpec, UnmappableLayerError, layout_tensors, model_layout
-from fastcore_train.convert.neutral_file import read_neutral_file, write_neutral_file
+from fastcore_train.convert.neutral_file import neutral_file_layout, read_neutral_file, write_neutral_file
 from fastcore_train.drivers.registry import backend_for_model, backend_part
 
 #: The ``meta.json`` key holding the model's layout (or why it has none).
@@ -108,9 +108,10 @@ def load_neutral_weights(model: Any, path: os.PathLike) -> None:
     """Load a neutral weights file into ``model`` (any framework's, with the same structure as the
     model that wrote it)."""
     part = backend_part(model, "neutral_weights")
-    neutral, saved_layout = read_neutral_file(path)
+    saved_layout = neutral_file_layout(path)  # from the header: a wrong model is said before any tensor is read
     layout = layout_of(model)
     if [row[:2] for row in layout] != [row[:2] for row in saved_layout]:
         raise ValueError(f"{str(path)!r} holds the weights of a model with layers {saved_layout}, but this "
                          f"{type(model).__name__} has {layout}; load it into a model of the same structure.")
+    neutral, _ = read_neutral_file(path)
     load_model_state(part, model, from_neutral(neutral, layout, part.tensor_specs, backend_for_model(model).name))

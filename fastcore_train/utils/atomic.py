@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import errno
-import fcntl
 import hashlib
 import os
 import re
@@ -29,6 +28,8 @@ import time
 import uuid
 from pathlib import Path
 from typing import Callable, Iterator, Optional, Union
+
+from fastcore_train.utils.file_lock import OwnerLock
 
 PathLike = Union[str, os.PathLike]
 
@@ -64,62 +65,12 @@ def lock_path(target: Path) -> Path:
     return target.with_name(f".{target.name}{_LOCK_SUFFIX}")
 
 
-class _TargetLock:
-    """An exclusive ``flock`` on :func:`lock_path`; the file holds the owner's pid (for the message)
-    and is removed on release. A lock file removed under a waiting writer is detected (its inode
-    changed) and taken afresh, so two writers never both hold one."""
-
-    def __init__(self, target: Path) -> None:
-        self.path = lock_path(target)
-        self._descriptor: Optional[int] = None
-
-    def try_acquire(self) -> bool:
-        while True:
-            descriptor = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            try:
-                fcntl.flock(descriptor, fcntl.LOCK_EX | fcntl.LOCK_NB)
-            except BlockingIOError:
-                os.close(descriptor)
-                return False
-            except OSError as error:  # a filesystem without locks (some network mounts): write unlocked
-                os.close(descriptor)
-                if error.errno in (errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS):
-                    return True
-                raise
-            try:
-                same = os.stat(self.path).st_ino == os.fstat(descriptor).st_ino
-            except FileNotFoundError:
-                same = False
-            if same:
-                os.ftruncate(descriptor, 0)
-                os.write(descriptor, f"{os.getpid()} {socket.gethostname()}\n".encode())
-                self._descriptor = descriptor
-                return True
-            os.close(descriptor)  # released and removed by its previous owner meanwhile: take the new one
-
-    def owner(self) -> str:
-        try:
-            pid, host = self.path.read_text(encoding="utf-8").split()[:2]
-        except (OSError, ValueError):
-            return "another writer"
-        return f"process {pid} on {host}" + (" (this process: another trainer or thread)"
-                                             if pid == str(os.getpid()) else "")
-
-    def release(self) -> None:
-        if self._descriptor is None:
-            return
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(self.path)
-        os.close(self._descriptor)  # (closing releases the flock)
-        self._descriptor = None
-
-
-_held_locks: dict[Path, _TargetLock] = {}  # by temporary path, from begin_atomic to publish/discard
+_held_locks: dict[Path, OwnerLock] = {}  # by temporary path, from begin_atomic to publish/discard
 _held_locks_guard = threading.Lock()
 
 
-def _lock_target(target: Path, wait: float) -> _TargetLock:
-    lock = _TargetLock(target)
+def _lock_target(target: Path, wait: float) -> OwnerLock:
+    lock = OwnerLock(lock_path(target))
     deadline = time.monotonic() + wait
     while not lock.try_acquire():
         if time.monotonic() >= deadline:
@@ -133,7 +84,7 @@ def _lock_target(target: Path, wait: float) -> _TargetLock:
 
 def target_busy(target: Path) -> Optional[str]:
     """Who is writing ``target`` now (a description), or None when nobody is."""
-    lock = _TargetLock(Path(target))
+    lock = OwnerLock(lock_path(Path(target)))
     if not lock.path.exists():
         return None
     if lock.try_acquire():
@@ -149,6 +100,29 @@ def blocking_file(path: PathLike) -> Optional[Path]:
         if candidate.exists():
             return None if candidate.is_dir() else candidate
     return None
+
+
+def dangling_link_problem(path: PathLike) -> Optional[str]:
+    """Why nothing can be written at ``path`` when it is a symbolic link to nothing (a disk not
+    mounted, a link made before its folder), else None."""
+    path = Path(path)
+    if path.is_symlink() and not path.exists():
+        return (f"{str(path)!r} is a symbolic link to {os.readlink(path)!r}, which does not exist; nothing was "
+                "written. Create what it points to (mount the disk, make the folder), or remove the link.")
+    return None
+
+
+def through_link(target: PathLike) -> Path:
+    """Where writing ``target`` goes: ``target`` itself, or the place it links to when it is a
+    symbolic link (a mounted disk, a ``latest`` link), so that the link stays and what it points to
+    gets the content. A link to nothing is a :class:`FileNotFoundError` saying so."""
+    target = Path(target)
+    if not target.is_symlink():
+        return target
+    problem = dangling_link_problem(target)
+    if problem is not None:
+        raise FileNotFoundError(problem)
+    return Path(os.path.realpath(target))
 
 
 def _remove(path: Path) -> None:
@@ -180,7 +154,7 @@ def remove_stale_temporaries(folder: PathLike) -> list[Path]:
     host = _host_id()
     for entry in folder.iterdir():
         if _LOCK_NAME.match(entry.name) and entry.is_file():  # a lock file no writer holds (its writer died)
-            lock = _TargetLock(entry.with_name(entry.name[1:-len(_LOCK_SUFFIX)]))
+            lock = OwnerLock(entry)
             if lock.try_acquire():
                 lock.release()
             continue
@@ -202,9 +176,9 @@ def begin_atomic(target: PathLike, check_target: Optional[Callable[[Path], None]
     lock). :func:`atomic_path` does all three.
     ``lock_wait``: how long to wait for another writer of ``target`` before :class:`TargetBusyError`.
     """
-    target = Path(target)
     if check_target is not None:
-        check_target(target)
+        check_target(Path(target))
+    target = through_link(target)  # a symbolic link is written through: it stays, its target gets the content
     target.parent.mkdir(parents=True, exist_ok=True)
     lock = _lock_target(target, lock_wait)
     remove_stale_temporaries(target.parent)
@@ -231,12 +205,13 @@ def publish(temporary: Path, target: PathLike, check_target: Optional[Callable[[
     (:func:`aside_sibling`) and deleted only after the new one is in place; :func:`recover_folder`
     puts it back if the process died in between. With ``previous`` (a list), the old folder is not
     deleted but appended to it, for the caller to delete once the new one is on disk
-    (:func:`make_durable`). The writer's lock on ``target`` is released either way.
+    (:func:`make_durable`). The writer's lock on ``target`` is released either way. A symbolic link
+    at ``target`` stays: what it points to is replaced (:func:`through_link`).
     """
-    target = Path(target)
     try:
         if check_target is not None:
-            check_target(target)
+            check_target(Path(target))
+        target = through_link(target)
         if target.is_dir() or (temporary.is_dir() and target.exists()):
             aside = aside_sibling(target)
             os.replace(target, aside)
@@ -307,7 +282,7 @@ def make_durable(path: PathLike, previous: list[Path]) -> None:
     """Flush the published ``path`` to disk (:func:`flush_to_disk`), then delete the versions it
     replaced (``previous``, moved aside by :func:`publish`): until the new one is on disk, a power
     cut leaves the old one beside it."""
-    path = Path(path)
+    path = through_link(path)
     flush_to_disk(path)
     stale = _dead_writers_asides(path)  # also those of a writer killed before this point
     for aside in {*previous, *stale}:
@@ -342,7 +317,8 @@ def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = N
     """Return ``target``, first restoring the previous version a writer of ours moved aside
     (:func:`aside_sibling`) if it died before putting the new one in place. Only that name, from
     this host, of a process that is gone, is ever restored; ``notify(message)`` is told when one is."""
-    target = Path(target)
+    given = Path(target)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given  # (what a link points to was replaced)
     if not target.exists() and not target.is_symlink():
         asides = sorted(_dead_writers_asides(target), key=os.path.getmtime)
         if asides:
@@ -350,4 +326,4 @@ def recover_folder(target: PathLike, notify: Optional[Callable[[str], None]] = N
             if notify is not None:
                 notify(f"{str(target)!r} was missing: a save replacing it was interrupted after moving the previous "
                        f"version aside; that version ({asides[-1].name}) was put back in place.")
-    return target
+    return given

@@ -9,6 +9,7 @@ import pytest
 
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, make_trainer, resumed_and_uninterrupted
+from tests.meta_edits import older_format, rewrite_meta
 
 
 @pytest.mark.parametrize("only_state_dict", [True, False])
@@ -53,7 +54,7 @@ def test_checkpoint_folder_layout_and_metadata(harness, tmp_path):
     assert names == sorted(["meta.json", f"model{suffix}", f"training_state{suffix}", "trainer_state.json",
                             "callback_states.json", "rank_state_00000.npz"])
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
-    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 4
+    assert meta["backend"] == harness.driver_name and meta["world_size"] == 1 and meta["format_version"] == 5
     state = json.loads((tmp_path / "ckpt" / "trainer_state.json").read_text())
     assert state["state"]["global_forward_batches"] == 2 and "rng" not in state
     assert (tmp_path / "ckpt" / "rank_state_00000.npz").stat().st_size < 16_000  # compact: ~10 KB
@@ -77,12 +78,13 @@ def test_loading_a_damaged_or_foreign_folder_is_a_clear_error(harness, tmp_path)
         trainer.load_checkpoint(tmp_path / "empty")
     trainer.save_checkpoint(tmp_path / "ckpt")
     meta = json.loads((tmp_path / "ckpt" / "meta.json").read_text())
-    meta["backend"] = "someother"
-    (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
-    with pytest.raises(CheckpointError, match="written by the 'someother' backend"):
+    other = "paddle" if harness.driver_name != "paddle" else "torch"
+    meta["backend"] = other  # another framework's checkpoint
+    rewrite_meta(tmp_path / "ckpt", meta)
+    with pytest.raises(CheckpointError, match=f"written by the '{other}' backend"):
         trainer.load_checkpoint(tmp_path / "ckpt")
     meta["backend"] = harness.driver_name
-    (tmp_path / "ckpt" / "meta.json").write_text(json.dumps(meta))
+    rewrite_meta(tmp_path / "ckpt", meta)
     model_path = tmp_path / "ckpt" / f"model{trainer.driver.io.model_file_suffix}"
     shutil.rmtree(model_path) if model_path.is_dir() else model_path.unlink()  # oneflow.save writes a folder
     with pytest.raises(CheckpointError, match="misses its model file"):
@@ -106,9 +108,7 @@ def test_a_format_2_checkpoint_with_every_rank_state_inside_resumes_as_format_3_
     state["rng"] = [read_rank_state(old / "rank_state_00000.npz")]
     (old / "trainer_state.json").write_text(json.dumps(state))
     (old / "rank_state_00000.npz").unlink()
-    meta = json.loads((old / "meta.json").read_text())
-    meta["format_version"] = 2
-    del meta["checksum_algorithm"]  # format 2 recorded sha256, and is verified with it
+    meta = older_format(json.loads((old / "meta.json").read_text()), 2)  # format 2 recorded sha256, verified with it
     meta["checksums"] = {name: hashlib.sha256((old / name).read_bytes()).hexdigest()
                          for name in meta["checksums"] if (old / name).is_file()}
     (old / "meta.json").write_text(json.dumps(meta))

@@ -45,6 +45,7 @@ def test_shards_of_two_ranks_read_back_in_dataset_order_including_ragged_entries
         for start in range(0, len(mine), 2):
             indices = mine[start:start + 2]
             writer.write(indices, [data[i] for i in indices])
+        writer.close()  # its manifest, written last
     shards = PredictionShards(tmp_path, ranks=[0, 1])
     assert len(shards) == 7
     rows = list(shards)

@@ -15,6 +15,7 @@ from fastcore_train.checkpoint import (META_FILE, TRAINING_STATE_STEM, Checkpoin
                                        model_file)
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import assert_weights_equal, make_trainer
+from tests.meta_edits import older_format, rewrite_meta
 from tests.reliability.conftest import messages
 
 
@@ -57,9 +58,7 @@ def test_meta_records_the_checksum_of_every_other_file(saved):
 def test_a_checkpoint_with_sha256_checksums_is_verified_with_them(harness, saved):
     """Checkpoints of format < 4 recorded sha256 (no checksum_algorithm): still loaded, still checked."""
     trainer, folder = saved
-    meta = json.loads((folder / META_FILE).read_text())
-    del meta["checksum_algorithm"]
-    meta["format_version"] = 3
+    meta = older_format(json.loads((folder / META_FILE).read_text()), 3)
     meta["checksums"] = {name: hashlib.sha256((folder / name).read_bytes()).hexdigest() for name in meta["checksums"]}
     (folder / META_FILE).write_text(json.dumps(meta))
     other = fresh(harness)
@@ -129,10 +128,8 @@ def test_a_missing_file_is_named(harness, saved):
 
 def test_a_checkpoint_without_checksums_still_loads(harness, saved, log_records):
     _, folder = saved
-    meta = json.loads((folder / META_FILE).read_text())
+    meta = older_format(json.loads((folder / META_FILE).read_text()), 3)
     del meta["checksums"]  # as written before checksums existed (format < 4)
-    del meta["checksum_algorithm"]
-    meta["format_version"] = 3
     (folder / META_FILE).write_text(json.dumps(meta))
     other = fresh(harness)
     other.load_checkpoint(folder)
@@ -143,9 +140,11 @@ def test_a_checkpoint_without_checksums_still_loads(harness, saved, log_records)
 
 @pytest.mark.parametrize("edit", ["checksums removed", "algorithm key damaged", "algorithm value damaged",
                                   "checksums damaged"])
-def test_a_current_meta_json_without_its_checksums_is_refused_naming_it(harness, saved, edit):
-    """Format 4 always records its checksums: a meta.json that lost them (an edit, a flipped byte in
-    a key) is never a silent downgrade to loading unchecked, nor blamed on an intact file."""
+@pytest.mark.parametrize("resealed", [False, True])
+def test_a_current_meta_json_without_its_checksums_is_refused_naming_it(harness, saved, edit, resealed):
+    """Format 4 on always records its checksums: a meta.json that lost them (an edit, a flipped byte in
+    a key) is never a silent downgrade to loading unchecked, nor blamed on an intact file; found by
+    meta.json's own checksum, and by the record's checks when that checksum was made to match."""
     trainer, folder = saved
     meta_path = folder / META_FILE
     text = meta_path.read_text()
@@ -162,6 +161,8 @@ def test_a_current_meta_json_without_its_checksums_is_refused_naming_it(harness,
         meta["checksums"] = ["not", "a", "record"]
         text = json.dumps(meta)
     meta_path.write_text(text)
+    if resealed:
+        rewrite_meta(folder, json.loads(text))
     flip_a_byte(largest_file(model_file(folder, trainer.driver)))  # and the weights changed too
     other = fresh(harness)
     before = harness.get_weights(other.model)

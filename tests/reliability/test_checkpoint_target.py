@@ -66,9 +66,9 @@ def test_an_empty_folder_and_an_earlier_checkpoint_are_written(trainer, tmp_path
     folder.mkdir()
     trainer.save_checkpoint(folder)
     assert (folder / META_FILE).is_file()
-    (folder / "stale-extra.txt").write_text("inside a checkpoint of ours")
-    trainer.save_checkpoint(folder)  # replaced whole: the checkpoint is ours
-    assert (folder / META_FILE).is_file() and not (folder / "stale-extra.txt").exists()
+    (folder / "extra.txt").write_text("inside a checkpoint of ours")
+    trainer.save_checkpoint(folder)  # replaced: the checkpoint is ours; the file it did not write is kept in the new one
+    assert (folder / META_FILE).is_file() and (folder / "extra.txt").read_text() == "inside a checkpoint of ours"
     trainer.wait_for_checkpoint()  # the replaced one is deleted once the new one is on disk
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 

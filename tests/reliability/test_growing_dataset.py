@@ -85,3 +85,20 @@ def test_a_change_met_mid_epoch_warns_and_a_resume_continues_the_saved_order(har
                for line in messages(log_records))
     assert record.epochs[1] == list(range(24, 40))  # the rest of the saved order, exactly
     assert sorted(record.epochs[2]) == list(range(64))
+
+
+def test_n_batches_counts_the_batches_each_epoch_had(harness):
+    """A dataset growing after epoch 1 (40 then 64 samples, 5 then 8 batches): ``trainer.n_batches``
+    is 5 + 8 + 8 once epoch 2 has begun, and the batches trained at the end (it said 15, 3 x 5)."""
+    dataset = GrowingRows()
+    seen = {}
+
+    class ReadTotal(Callback):
+        def on_train_batch_end(self, trainer):
+            seen.setdefault(trainer.cur_epoch_idx + 1, trainer.n_batches)
+
+    trainer = trainer_over(harness, dataset, [Record(harness, dataset), ReadTotal()], n_epochs=3)
+    assert trainer.n_batches == 15  # what can be known before training: 3 epochs of 5
+    trainer.run(num_eval_sanity_batch=0)
+    assert seen == {1: 15, 2: 21, 3: 21}
+    assert trainer.n_batches == trainer.global_forward_batches == 21

@@ -59,3 +59,42 @@ def test_other_runtime_errors_pass_unchanged(harness):
                       driver=harness.driver_name, n_epochs=1, progress_bar=None, batch_step_fn=step)
     with pytest.raises(RuntimeError, match="^a shape mismatch$"):
         trainer.run(num_eval_sanity_batch=0)
+
+
+class Rows:
+    """16 samples ``{"x", "y"}`` of numpy arrays."""
+
+    def __init__(self) -> None:
+        self.x, self.y = make_data(16)
+
+    def __len__(self) -> int:
+        return 16
+
+    def __getitem__(self, index: int) -> dict:
+        return {"x": self.x[int(index)], "y": self.y[int(index)]}
+
+
+def test_out_of_memory_in_a_collate_fn_names_it_and_the_batch(harness, backend_name):
+    """The same for the user's collate_fn (numpy's MemoryError while padding, as a fixed-length pad
+    of a huge size would give): a BatchOutOfMemoryError naming the batch and the function."""
+    if backend_name == "paddle":
+        pytest.skip("paddle's DataLoader runs collate_fn on a reader thread that dies on any exception there, and "
+                    "its iterator then waits forever (paddle 3): the error never reaches the training loop")
+    made = []
+
+    def pad_to_fixed_length(samples):
+        made.append(len(samples))
+        if len(made) == 6:  # epoch 2, its 2nd batch
+            np.zeros(HUGE, dtype=np.float32)
+        return {"x": np.stack([s["x"] for s in samples]), "y": np.stack([s["y"] for s in samples])}
+
+    model = harness.make_model(initial_weights())
+    trainer = Trainer(model, harness.loader_over(Rows(), 4, collate_fn=pad_to_fixed_length),
+                      harness.make_sgd(model, 0.1), driver=harness.driver_name, n_epochs=2, progress_bar=None)
+    with pytest.raises(BatchOutOfMemoryError, match=r"Out of memory while the dataloader made batch 2 of epoch 2 "
+                                                    r"\(batch 6 overall\), in its collate_fn or the dataset's "
+                                                    r"__getitem__ \(in pad_to_fixed_length, test_out_of_memory.py "
+                                                    r"line \d+\), before the training step\. .*batch_size") as caught:
+        trainer.run(num_eval_sanity_batch=0)
+    assert isinstance(caught.value.__cause__, MemoryError)
+    assert trainer.global_forward_batches == 5

@@ -12,6 +12,7 @@ from fastcore_train import Callback, CheckpointCallback
 from fastcore_train.checkpoint import CALLBACK_STATE_FILE, META_FILE
 from fastcore_train.checkpoint.checksums import file_checksums
 from tests.conformance.test_callbacks import scripted_trainer
+from tests.meta_edits import rewrite_meta
 from tests.reliability.conftest import messages
 
 FIRST_RUN = [0.1, 0.5, 0.7]   # epochs 1-3: top-2 is epochs 3 and 2
@@ -94,7 +95,7 @@ def test_a_last_written_without_its_epochs_result_is_reconciled(harness, tmp_pat
     (last / CALLBACK_STATE_FILE).write_text(json.dumps(states))
     meta = json.loads((last / META_FILE).read_text())
     meta["checksums"] = file_checksums(last)
-    (last / META_FILE).write_text(json.dumps(meta))
+    rewrite_meta(last, meta)
     resumed = resume(harness, tmp_path, last)
     assert top_k_folders(resumed) == EXPECTED
     warned = [line for line in messages(log_records, logging.WARNING) if "counted again" in line]

@@ -13,6 +13,7 @@ import pytest
 from fastcore_train.checkpoint import META_FILE, CheckpointTargetError
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.helpers import make_trainer
+from tests.meta_edits import rewrite_meta
 
 
 def trainer_for(harness, seed: int = 0, n_epochs: int = 1):
@@ -77,8 +78,11 @@ def test_two_trainers_saving_to_one_folder_at_once(harness, tmp_path, monkeypatc
     assert sorted(p.name for p in tmp_path.iterdir()) == ["ckpt"]
 
 
-def test_convert_names_a_meta_json_without_its_backend(harness, tmp_path):
-    from fastcore_train.convert import ConversionError, convert_checkpoint
+@pytest.mark.parametrize("resealed", [False, True])
+def test_convert_names_a_meta_json_without_its_backend(harness, tmp_path, resealed):
+    """Found by meta.json's own checksum, or (made to match) by the missing key itself."""
+    from fastcore_train.checkpoint import CheckpointError
+    from fastcore_train.convert import convert_checkpoint
 
     trainer = trainer_for(harness)
     trainer.run(num_eval_sanity_batch=0)
@@ -87,6 +91,9 @@ def test_convert_names_a_meta_json_without_its_backend(harness, tmp_path):
     meta = json.loads((tmp_path / "ckpt" / META_FILE).read_text())
     del meta["backend"]
     (tmp_path / "ckpt" / META_FILE).write_text(json.dumps(meta))
-    with pytest.raises(ConversionError, match=r"meta.json names no backend .*damaged or was edited"):
+    if resealed:
+        rewrite_meta(tmp_path / "ckpt", meta)
+    what = "has no 'backend' entry" if resealed else "does not match its own checksum"
+    with pytest.raises(CheckpointError, match=rf"meta.json' {what}.*damaged or edited"):
         convert_checkpoint(tmp_path / "ckpt", tmp_path / "out", to="neutral")
     assert not (tmp_path / "out").exists()

@@ -69,10 +69,10 @@ class BackendHarness(ABC):
         samples' dataset indices, when ``with_index``)."""
 
     @abstractmethod
-    def loader_over(self, dataset: Any, batch_size: int) -> Any:
+    def loader_over(self, dataset: Any, batch_size: int, collate_fn: Any = None) -> Any:
         """The framework's own dataloader over ``dataset``, any object with ``__len__`` and
         ``__getitem__`` (samples as dicts of numpy arrays, a Hugging Face ``datasets.Dataset``),
-        in order."""
+        in order; ``collate_fn(samples)`` makes each batch when given (the framework's own otherwise)."""
 
     @abstractmethod
     def make_lr_scheduler(self, optimizer: Any) -> Any:

@@ -57,13 +57,17 @@ class ArrayDataset(Dataset):
 class DatasetOver(Dataset):
     """Any sized, indexable dataset as a jittor Dataset (jittor's loader is its Dataset class)."""
 
-    def __init__(self, inner: Any, batch_size: int) -> None:
+    def __init__(self, inner: Any, batch_size: int, collate_fn: Any = None) -> None:
         super().__init__()
-        self.inner = inner
+        self.inner, self.collate_fn = inner, collate_fn
         self.set_attrs(total_len=len(inner), batch_size=batch_size, shuffle=False)
 
     def __getitem__(self, index: int) -> Any:
         return self.inner[int(index)]
+
+    def collate_batch(self, batch: Any) -> Any:
+        """jittor's place for a collate function (its Dataset is its loader)."""
+        return super().collate_batch(batch) if self.collate_fn is None else self.collate_fn(batch)
 
 
 def _clip(optimizer: jt.optim.Optimizer, clip_type: str, value: float) -> None:
@@ -96,8 +100,8 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return ArrayDataset(x, y, batch_size, shuffle=shuffle, with_index=with_index)
 
-    def loader_over(self, dataset, batch_size):
-        return DatasetOver(dataset, batch_size)
+    def loader_over(self, dataset, batch_size, collate_fn=None):
+        return DatasetOver(dataset, batch_size, collate_fn)
 
     def lr_of(self, optimizer):
         return optimizer.param_groups[0].get("lr", optimizer.lr)

@@ -93,8 +93,8 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
 
-    def loader_over(self, dataset, batch_size):
-        return DataLoader(dataset, batch_size=batch_size)
+    def loader_over(self, dataset, batch_size, collate_fn=None):
+        return DataLoader(dataset, batch_size=batch_size, collate_fn=collate_fn)
 
     def lr_of(self, optimizer):
         return optimizer.param_groups[0]["lr"]
@@ -167,6 +167,8 @@ class Harness(BackendHarness):
                 meta = json.loads(data)
                 meta["checksums"] = {swap(name): value for name, value in meta["checksums"].items()
                                      if not name.endswith("pickled_data")}
+                meta["files"] = sorted(meta["checksums"])
+                meta.pop("meta_checksum", None)  # (of the names before they were made equal)
                 data = json.dumps(meta, sort_keys=True).encode()
             canonical[swap(path)] = data
         return canonical

@@ -90,8 +90,8 @@ class Harness(BackendHarness):
     def make_dataloader(self, x, y, batch_size, shuffle=False, with_index=False):
         return DataLoader(ArrayDataset(x, y, with_index), batch_size=batch_size, shuffle=shuffle)
 
-    def loader_over(self, dataset, batch_size):
-        return DataLoader(dataset, batch_size=batch_size)
+    def loader_over(self, dataset, batch_size, collate_fn=None):
+        return DataLoader(dataset, batch_size=batch_size, collate_fn=collate_fn)
 
     def lr_of(self, optimizer):
         return optimizer.get_lr()
