@@ -77,9 +77,6 @@ class Rows:
 def test_out_of_memory_in_a_collate_fn_names_it_and_the_batch(harness, backend_name):
     """The same for the user's collate_fn (numpy's MemoryError while padding, as a fixed-length pad
     of a huge size would give): a BatchOutOfMemoryError naming the batch and the function."""
-    if backend_name == "paddle":
-        pytest.skip("paddle's DataLoader runs collate_fn on a reader thread that dies on any exception there, and "
-                    "its iterator then waits forever (paddle 3): the error never reaches the training loop")
     made = []
 
     def pad_to_fixed_length(samples):

@@ -14,6 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from paddle.io import BatchSampler, DataLoader, DistributedBatchSampler, IterableDataset, RandomSampler, SequenceSampler
+from paddle.io.dataloader.collate import default_collate_fn
 
 from fastcore_train.backends.paddle import tensors as paddle_tensors
 from fastcore_train.drivers.data import DataAdapter
@@ -46,8 +47,51 @@ _ADAPTER = _PaddleAdapter(
     stored_as={"persistent_workers": "_persistent_workers"})
 
 get_dataloader_args = _ADAPTER.get_dataloader_args
-replace_batch_sampler = _ADAPTER.replace_batch_sampler
 dataloader_from_dataset = _ADAPTER.from_dataset
+
+
+def replace_batch_sampler(dataloader: Any, batch_sampler: Any) -> Any:
+    """The Trainer's copy of ``dataloader`` drawing from ``batch_sampler``, whose collate errors reach
+    the training loop (:func:`carry_collate_errors`)."""
+    return carry_collate_errors(_ADAPTER.replace_batch_sampler(dataloader, batch_sampler))
+
+
+def carry_collate_errors(loader: Any) -> Any:
+    """Make an exception in ``loader``'s collate function reach the code iterating it.
+
+    Without workers, paddle 3 collates on a reader thread that dies on any exception in the collate
+    function, and the iterator then waits forever for a batch that never comes. Here the collate
+    function is wrapped: its exception is kept and the reader thread ends as at the epoch's end, and
+    the iteration raises that exception once the batches made before it are served. With workers,
+    paddle reports a worker's exception itself.
+    """
+    if getattr(loader, "num_workers", 0):
+        return loader
+    # a copy of a copy (a resume rebuilds the loader): wrap the user's function and class, not ours
+    inner = getattr(loader.collate_fn, "carried", loader.collate_fn) or default_collate_fn
+    base = getattr(type(loader), "carrier_base", type(loader))
+    failures: list[BaseException] = []
+
+    def collate(samples: Any) -> Any:
+        try:
+            return inner(samples)
+        except BaseException as error:  # noqa: BLE001 - raised in the loop, by __iter__ below
+            failures.append(error)
+            return None  # paddle's reader thread stops at a None batch, as at the epoch's end
+
+    collate.carried = inner  # type: ignore[attr-defined]
+    loader.collate_fn = collate
+
+    def __iter__(self: Any) -> Any:
+        failures.clear()
+        yield from base.__iter__(self)
+        if failures:
+            raise failures[0]
+
+    # the loader's own class, with this __iter__: isinstance checks and its other methods are unchanged
+    loader.__class__ = type(base.__name__, (base,), {"__iter__": __iter__, "__module__": base.__module__,
+                                                     "__qualname__": base.__qualname__, "carrier_base": base})
+    return loader
 
 
 class PaddleData(DataAdapter):

@@ -65,7 +65,8 @@ def test_settings_other_than_sampling_are_kept():
     user = DataLoader(DATASET, batch_size=5, collate_fn=collate, num_workers=0, return_list=True, timeout=0,
                       use_buffer_reader=False)
     ours = make_reproducible_dataloader(DRIVER, user)
-    assert ours.collate_fn is collate and ours.use_buffer_reader is False
+    # the user's collate_fn, wrapped so that its errors reach the loop (paddle's reader thread would hang)
+    assert ours.collate_fn.carried is collate and ours.use_buffer_reader is False
     assert flatten(ours) == [i * 10 for i in range(20)]
 
 
@@ -118,7 +119,8 @@ class NoBatchSampler(DataLoader):
 
 def test_subclasses_are_rebuilt_or_get_a_clear_error():
     rebuilt = make_reproducible_dataloader(DRIVER, WithExtraArgument(DATASET, scale=3, batch_size=4))
-    assert type(rebuilt) is WithExtraArgument and rebuilt.scale == 3
+    assert isinstance(rebuilt, WithExtraArgument) and type(rebuilt).carrier_base is WithExtraArgument
+    assert rebuilt.scale == 3
     assert sorted(flatten(rebuilt)) == list(range(20))
     with pytest.raises(TypeError, match=r"needs 'scale', which is not stored on the instance.*self.scale"):
         make_reproducible_dataloader(DRIVER, ForgetsItsArgument(DATASET, scale=3, batch_size=4))
@@ -137,3 +139,27 @@ def test_iterable_datasets_unbatched_loaders_and_plain_iterables_are_left_as_the
     assert make_reproducible_dataloader(DRIVER, unbatched) is unbatched
     batches = [[1, 2], [3]]
     assert make_reproducible_dataloader(DRIVER, batches) is batches
+
+
+def test_an_error_in_collate_fn_reaches_the_loop_instead_of_hanging():
+    """paddle 3 collates on a reader thread that dies on an exception, and its iterator then waits
+    forever; the Trainer's copy raises the collate function's own error after the batches made before it."""
+    from fastcore_train.backends.paddle.dataloader import replace_batch_sampler
+
+    calls = []
+
+    def collate(samples):
+        calls.append(len(samples))
+        if len(calls) == 3 and failing:
+            raise ValueError("bad sample in batch 3")
+        return paddle.to_tensor(np.stack(samples))
+
+    loader = paddle.io.DataLoader(list(np.arange(16, dtype="float32").reshape(8, 2)), batch_size=2, collate_fn=collate)
+    ours = replace_batch_sampler(loader, paddle.io.BatchSampler(range(8), batch_size=2))
+    served, failing = [], True
+    with pytest.raises(ValueError, match="bad sample in batch 3"):
+        for batch in ours:
+            served.append(batch)
+    assert len(served) == 2
+    failing = False
+    assert len(list(ours)) == 4  # the next epoch starts afresh
