@@ -224,7 +224,7 @@ def main(argv: Any = None) -> int:
     guard = [] if bare_trainer.driver.data.reading_changes_results else ["NanGuardCallback"]
     assert [type(c).__name__ for c in bare_trainer.callback_manager.callbacks] == guard, \
         "progress_bar=None should leave only the default NaN guard"
-    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == ["RawTextProgress", *guard]
+    assert [type(c).__name__ for c in raw_trainer.callback_manager.callbacks] == [*guard, "RawTextProgress"]
     _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
     for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
         _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
