@@ -3,6 +3,8 @@ each tracker's own reader (the torch env installs the ``trackers`` extra; the tr
 framework-neutral, so one backend's env tests them)."""
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -127,7 +129,9 @@ def test_wandb_offline_holds_the_listener_values_across_stop_and_resume(harness,
     first, second = stopped_and_resumed(
         harness, lambda: WandbCallback(tmp_path / "logs", log_every_n_batches=1, run_name="digits"), tmp_path)
     assert first.run_id == second.run_id
-    assert {path.name.rsplit("-", 1)[-1] for path in (tmp_path / "logs" / "wandb").glob("offline-run-*")} \
+    # offline-run-<time>-<run id>, with "-1" added by wandb when the resumed run starts in the same second
+    pattern = re.compile(r"offline-run-\d{8}_\d{6}-(?P<id>[a-z0-9]+)(?:-\d+)?$")
+    assert {pattern.match(path.name)["id"] for path in (tmp_path / "logs" / "wandb").glob("offline-run-*")} \
         == {first.run_id}
     rows = read_wandb_history(tmp_path / "logs")
     logged_losses = {row["_step"]: row["train/loss"] for row in rows if "train/loss" in row}
