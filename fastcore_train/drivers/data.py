@@ -102,6 +102,12 @@ class DataAdapter:
         an asynchronous runtime. The default keeps the detached tensor and reads it then; a
         backend with an asynchronous device starts the copy to the host here (torch on CUDA).
         """
+        if self.reading_changes_results:
+            # a lazy framework (jittor): a value kept for later would be run with another step's graph,
+            # on one rank only under MPI (rank 0's progress), which can leave a collective waiting
+            pending = PendingRead(self.to_numeric, value)
+            pending.result()
+            return pending
         detach = getattr(value, "detach", None)
         return PendingRead(self.to_numeric, detach() if callable(detach) else value)
 
