@@ -19,14 +19,6 @@ from tests.meta_edits import older_format, rewrite_meta
 from tests.reliability.conftest import messages
 
 
-@pytest.fixture
-def saved(harness, tmp_path):
-    x, y = make_data(16)
-    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
-    trainer.save_checkpoint(tmp_path / "ckpt")
-    return trainer, tmp_path / "ckpt"
-
 
 def fresh(harness):
     x, y = make_data(16)

@@ -15,15 +15,6 @@ from tests.conformance.helpers import assert_weights_equal, make_trainer
 from tests.meta_edits import older_format, read_meta, reseal, rewrite_meta
 
 
-@pytest.fixture
-def saved(harness, tmp_path):
-    x, y = make_data(16)
-    trainer = make_trainer(harness, harness.make_model(initial_weights()), x, y, n_epochs=2)
-    trainer.run(num_eval_sanity_batch=0)
-    trainer.save_checkpoint(tmp_path / "ckpt")
-    trainer.wait_for_checkpoint()
-    return trainer, tmp_path / "ckpt"
-
 
 def fresh(harness):
     x, y = make_data(16)
