@@ -219,6 +219,8 @@ def worker(name: str, args: argparse.Namespace) -> None:
         "profile": timer.profile_text(steps),
     }
     (out / f"{name}.rank{rank}.json").write_text(json.dumps(result))
+    if name.startswith("hand"):
+        getattr(hands, "close", lambda: None)()
 
 
 # ====================================================================== orchestrator side

@@ -19,7 +19,8 @@ once in ``bench/ddp.py``):
   same model, optimizer and data for ``fastcore_train.Trainer`` (a one-process loader: the Trainer
   splits it over ranks);
 * ``barrier()``, ``finish()`` (wait for queued work: jittor is lazy, oneflow asynchronous) and
-  ``weights(model)`` (numpy arrays).
+  ``weights(model)`` (numpy arrays);
+* optionally ``close()``: leave the process group once the results are written.
 """
 from __future__ import annotations
 

@@ -90,5 +90,12 @@ def finish() -> None:
     """Eager and synchronous on CPU: nothing is queued."""
 
 
+def close() -> None:
+    """Leave the process group, as a torch DDP script ends: a gloo group left to the interpreter's exit
+    can abort it ("terminate called without an active exception")."""
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def weights(model) -> list:
     return [p.detach().numpy().copy() for p in model.parameters()]
