@@ -13,7 +13,7 @@ BACKENDS = Path(__file__).resolve().parents[2] / "fastcore_train" / "backends"
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
 # Modules only one backend has, for what only it has (torch's sharding drivers, paddle's model parallel).
 OWN_MODULES = {"torch": {"fairscale_driver.py", "torch_fsdp_driver.py", "deepspeed_driver.py",
-                         "torch_model_parallel_driver.py", "sharded_state.py", "meta_init.py", "loopback_store.py"},
+                         "torch_model_parallel_driver.py", "sharded_state.py", "meta_init.py", "job_store.py"},
                "paddle": {"model_parallel_driver.py"}}
 
 

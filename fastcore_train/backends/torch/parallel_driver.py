@@ -16,7 +16,7 @@ import torch
 import torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel
 
-from fastcore_train.backends.torch.loopback_store import keep_transports_on_loopback, loopback_store
+from fastcore_train.backends.torch.job_store import choose_transport_interfaces, job_store
 from fastcore_train.backends.torch.single_driver import TorchSingleDriver
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
@@ -75,9 +75,10 @@ class TorchDDPDriver(DataParallelCalls, TorchSingleDriver):
             if self._device.type == "cuda":
                 torch.cuda.set_device(self._device)
             timeout = timedelta(seconds=framework_timeout(self.comm.timeout))
-            # a job on this machine listens on loopback only (issue 39; docs/security.md)
-            keep_transports_on_loopback(self.comm.world_size)
-            store = loopback_store(self.comm.rank, self.comm.world_size, timeout)
+            # a job on this machine listens on loopback only, across machines on the master's link (issue 39;
+            # docs/security.md); a master out of reach is a clear error within collective_timeout
+            choose_transport_interfaces(self.comm.world_size)
+            store = job_store(self.comm.rank, self.comm.world_size, self.comm.timeout, timeout)
             dist.init_process_group(backend=backend, rank=self.comm.rank, world_size=self.comm.world_size,
                                     timeout=timeout, **({"store": store} if store is not None else {}))
             atexit.register(_end_process_group)
