@@ -92,8 +92,10 @@ def test_launcher_across_two_hosts_as_the_docs_write_it(backend_name, tmp_path, 
         host, other = (node0, node1) if seen["rank"] < per_node else (node1, node0)
         assert seen["world_size"] == world
         assert seen["batches"] == EPOCHS * SAMPLES // (BATCH * world), seen["batches"]  # its share
-        if backend_name != "oneflow":  # oneflow reads no interface variable: its connections show the rest
-            assert seen["gloo_interface"] == host.interface, seen["gloo_interface"]  # the link, not loopback
+        # the link, not the hostname's loopback (oneflow's own transports read no variable; NCCL's is set for it)
+        assert seen["interfaces"]["NCCL_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
+        if backend_name != "oneflow":
+            assert seen["interfaces"]["GLOO_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
         connections = [tuple(pair) for pair in seen["connections"]]
         assert any(remote == other.address for _, remote in connections), (seen["rank"], connections)
         assert all(local == host.address for local, _ in connections), (seen["rank"], connections)

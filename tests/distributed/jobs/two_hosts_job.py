@@ -106,7 +106,7 @@ def main(out: Path, batch: int, framework: str) -> None:
     comm = trainer.driver.comm
     Path(out, f"rank_{comm.rank}.json").write_text(json.dumps({
         "rank": comm.rank, "world_size": comm.world_size, "batches": trainer.global_forward_batches,
-        "gloo_interface": os.environ.get("GLOO_SOCKET_IFNAME"), "connections": sorted(connections.seen),
+        "interfaces": {name: os.environ.get(name) for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME")}, "connections": sorted(connections.seen),
         "weights": {name: np.asarray(value.numpy() if hasattr(value, "numpy") else value).tolist()
                     for name, value in model.state_dict().items()}}))
 
