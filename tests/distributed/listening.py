@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Iterable, Optional
 
 _TCP_LISTEN = "0A"
+_TCP_ESTABLISHED = "01"
 _UDP_UNCONNECTED = "07"
 _TABLES = (("tcp", "tcp", socket.AF_INET), ("tcp", "tcp6", socket.AF_INET6),
            ("udp", "udp", socket.AF_INET), ("udp", "udp6", socket.AF_INET6))
@@ -111,6 +112,21 @@ def _listening_table(pid: int) -> dict[str, tuple[str, str, int]]:
             address, port = local.rsplit(":", 1)
             table[inode] = (protocol, _address(address, family), int(port, 16))
     return table
+
+
+def connected_addresses(pid: int) -> set[tuple[str, str]]:
+    """``(local address, remote address)`` of every established TCP connection process ``pid`` holds now
+    (IPv4-mapped IPv6 addresses written as IPv4): which interfaces its traffic crosses."""
+    inodes = _socket_inodes(pid)
+    found = set()
+    for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in _read(f"/proc/{pid}/net/{name}").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _TCP_ESTABLISHED or fields[9] not in inodes:
+                continue
+            ends = [ipaddress.ip_address(_address(end.rsplit(":", 1)[0], family)) for end in fields[1:3]]
+            found.add(tuple(str(getattr(end, "ipv4_mapped", None) or end) for end in ends))
+    return found
 
 
 def _command(pid: int) -> str:

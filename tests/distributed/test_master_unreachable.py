@@ -41,7 +41,7 @@ def start_rank(host: two_hosts.Host, rank: int, master: str, port: int, out: Pat
     for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
         env.pop(name, None)
     out.mkdir(exist_ok=True)
-    return subprocess.Popen(host.command([sys.executable, str(JOB), str(out), "16", str(TIMEOUT)]), env=env,
+    return subprocess.Popen(host.command([sys.executable, str(JOB), str(out), "16", "torch", str(TIMEOUT)]), env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 

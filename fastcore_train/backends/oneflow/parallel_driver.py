@@ -26,7 +26,7 @@ import oneflow as flow
 from oneflow.nn.parallel import DistributedDataParallel
 
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver
-from fastcore_train.backends.oneflow.world import OneflowCollectives
+from fastcore_train.backends.oneflow.world import OneflowCollectives, choose_transport_interface
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.log import logger
 from fastcore_train.parallel.environment import RankFacts
@@ -66,6 +66,7 @@ class OneflowDDPDriver(DataParallelCalls, OneflowSingleDriver):
             # Ranks sharing a machine's cores: without this each would start one thread per core.
             ranks_here = int(os.environ.get("LOCAL_WORLD_SIZE", self.comm.world_size))
             flow.set_num_threads(max(1, (os.cpu_count() or 1) // ranks_here))
+        choose_transport_interface(self.comm.world_size)  # before DDP's first broadcast starts NCCL
         if self._user_wrapped:
             # Already wrapped: oneflow's DDP registered its all-reduce hooks on these very parameter
             # tensors, which moving the module would replace; the user placed it before wrapping.

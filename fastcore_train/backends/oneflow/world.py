@@ -8,6 +8,7 @@ is imported, and builds its process-wide environment from them; a plain process 
 """
 from __future__ import annotations
 
+import os
 import pickle
 from typing import Any, Optional, Sequence
 
@@ -15,6 +16,7 @@ import oneflow as flow
 
 from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.launch import free_port
+from fastcore_train.parallel.loopback import choose_interfaces
 from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
 from fastcore_train.parallel.slurm import SlurmLaunchError, slurm_facts
 
@@ -40,6 +42,20 @@ def world_from_environment() -> Optional[RankFacts]:
         raise SlurmLaunchError(f"srun started this process as task {facts.rank} of {facts.world_size}, but oneflow "
                                f"set itself up for {flow.env.get_world_size()}: {_IMPORT_ORDER_HINT}")
     return facts
+
+
+#: The variable oneflow's transports read to choose an interface: NCCL's, when its GPU ranks first talk. OneFlow's
+#: own control and CPU transports read none: they listen on every interface and reach each rank at the address
+#: the master saw it connect from, which is the interface of its route toward the master (docs/security.md).
+INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME",)
+
+
+def choose_transport_interface(world_size: int) -> dict[str, str]:
+    """Before the first collective: NCCL binds to the loopback interface when every rank is on this machine,
+    else to the interface of the route toward ``MASTER_ADDR``, unless the user set its variable (issue 39)."""
+    local = os.environ.get("LOCAL_WORLD_SIZE", "")
+    return choose_interfaces(INTERFACE_VARIABLES, os.environ.get("MASTER_ADDR"), world_size,
+                             int(local) if local.isdigit() else None)
 
 
 def launch_environments(world_size: int) -> list[dict[str, str]]:

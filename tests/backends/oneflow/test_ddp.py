@@ -37,3 +37,19 @@ def test_accumulation_with_no_sync_matches_the_global_batch(tmp_path):
         flow.nn.functional.cross_entropy(model(xs), ys).backward()
         np.testing.assert_allclose(np.array(rank["probe"]), model.fc1.weight.grad.numpy(), rtol=1e-5, atol=1e-7)
     assert not np.allclose(ranks[0]["probe"], ranks[1]["probe"])
+
+
+def test_nccl_interface_follows_the_route_rule_unless_the_user_set_it():
+    """oneflow reads its rank facts at import, but NCCL reads its interface only when GPU ranks first talk: the
+    driver sets it as every backend does (loopback for a job on this machine), a user's own value kept."""
+    from fastcore_train.backends.oneflow.world import choose_transport_interface
+    from fastcore_train.parallel.loopback import loopback_interface
+
+    environ = {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29500"}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.delenv("NCCL_SOCKET_IFNAME", raising=False)
+        for name, value in environ.items():
+            patch.setenv(name, value)
+        assert choose_transport_interface(2) == {"NCCL_SOCKET_IFNAME": loopback_interface()}
+        patch.setenv("NCCL_SOCKET_IFNAME", "eth7")
+        assert choose_transport_interface(2) == {}
