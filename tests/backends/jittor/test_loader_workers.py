@@ -218,3 +218,37 @@ def test_the_workers_end_with_the_training_process(how):
     started = time.monotonic()
     wait_until(gone, 10, "the loader workers' exit")
     assert time.monotonic() - started < 5
+
+
+def two_rank_body(config: dict) -> dict:
+    """On each rank: the batches of two epochs without workers, with them, and with each epoch left
+    after 2 batches; the processes that loaded them and the loader workers left afterwards."""
+    import jittor as jt
+
+    def batches_seen(num_workers: int, **run) -> tuple[list, set]:
+        model = Model(initial_weights(), 0.0)
+        seen = Seen()
+        Trainer(model, Samples(num_workers), HARNESS.make_sgd(model, 0.1), driver="jittor", device=None, n_epochs=2,
+                progress_bar=None, callbacks=[seen], model_summary=False).run(num_eval_sanity_batch=0, **run)
+        return seen.batches, seen.pids
+
+    plain, _ = batches_seen(0)
+    loaded, pids = batches_seen(2)
+    abandoned, _ = batches_seen(2, num_train_batch_per_epoch=2)
+    return {"rank": jt.rank, "plain": plain, "loaded": loaded, "abandoned": abandoned, "pid": os.getpid(),
+            "pids": sorted(pids), "left": [p.pid for p in loader_workers()]}
+
+
+@pytest.mark.distributed
+def test_two_mpi_ranks_each_load_their_share_in_workers(rank_pool):
+    from tests.distributed.launchers import run_pooled
+
+    ranks = sorted(run_pooled(rank_pool, two_rank_body, {}), key=lambda report: report["rank"])
+    assert [report["rank"] for report in ranks] == [0, 1]
+    for report in ranks:
+        assert report["loaded"] == report["plain"] and report["left"] == []
+        assert len(report["pids"]) == 2 and report["pid"] not in report["pids"]
+        per_epoch = len(report["plain"]) // 2
+        assert report["abandoned"] == report["plain"][:2] + report["plain"][per_epoch:per_epoch + 2]
+    first_epoch = [sorted(sum(report["plain"][:len(report["plain"]) // 2], [])) for report in ranks]
+    assert not set(first_epoch[0]) & set(first_epoch[1]) and sorted(first_epoch[0] + first_epoch[1]) == list(range(40))
