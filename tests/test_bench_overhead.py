@@ -48,8 +48,7 @@ def test_models_bench_runs_every_model_and_the_races_are_fair(backend_name):
         assert f"[{model}] A/A control hand-again/hand (median of 1 rounds):" in out, out
     hand_loader, trainer_loader = out.split("[loader] hand loader:")[1].split("\n")[0].split("Trainer's loader:")
     assert "workers 2)" in hand_loader, out
-    if backend_name != "jittor":  # jittor: the Trainer's copy of the dataset reads samples in the main process
-        assert "workers 2)" in trainer_loader, out  # the workers survive the Trainer's rebuild of the loader
+    assert "workers 2)" in trainer_loader, out  # the workers survive the Trainer's rebuild of the loader
     for model in ("transformer", "loader"):  # no dropout: the same arithmetic on every backend
         assert f"[{model}] bit-identical weights (trainer vs hand): yes" in out, out
     if DROPOUT_BIT_IDENTICAL[backend_name]:

@@ -133,9 +133,9 @@ def hand_epoch(loader, model, optimizer, loss: str = "cross_entropy", keys: tupl
 
 
 def loader_workers(loader: Any) -> int:
-    """Worker processes the loader runs: a jittor Dataset's ``num_workers``; the Trainer's copy of one
-    (``SampledDataset``) reads its samples in this process."""
-    return loader.num_workers if isinstance(loader, Dataset) else 0
+    """Worker processes the loader runs: a jittor Dataset's ``num_workers``, which the Trainer's
+    copy of one (``SampledDataset``) keeps."""
+    return int(getattr(loader, "num_workers", 0) or 0)
 
 
 def finish() -> None:

@@ -75,6 +75,10 @@ class DataAdapter:
         dataloader is left untouched and usable."""
         raise NotImplementedError(f"{type(self).__name__} cannot replace a dataloader's batch sampler.")
 
+    def release(self, dataloader: Any) -> None:
+        """Stop what a dataloader of ours keeps running between epochs (jittor's copy of a Dataset:
+        its worker processes); called when ``run()`` ends. The next epoch starts it again."""
+
     def to_device(self, batch: Any) -> Any:
         """``batch`` ready for the model: moved when batches do not arrive on the device
         (:attr:`needs_move`) or hold numpy arrays (plain data: they become the backend's tensors)."""

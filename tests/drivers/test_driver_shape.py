@@ -11,10 +11,12 @@ from fastcore_train.drivers import Collectives, DataAdapter, Driver, Persistence
 
 BACKENDS = Path(__file__).resolve().parents[2] / "fastcore_train" / "backends"
 ARCHITECTURE = Path(__file__).resolve().parents[2] / "docs" / "architecture.md"
-# Modules only one backend has, for what only it has (torch's sharding drivers, paddle's model parallel).
+# Modules only one backend has, for what only it has (torch's sharding drivers, paddle's model
+# parallel, jittor's loader workers).
 OWN_MODULES = {"torch": {"fairscale_driver.py", "torch_fsdp_driver.py", "deepspeed_driver.py",
                          "torch_model_parallel_driver.py", "sharded_state.py", "meta_init.py", "job_store.py"},
-               "paddle": {"model_parallel_driver.py"}}
+               "paddle": {"model_parallel_driver.py"},
+               "jittor": {"batch_workers.py"}}
 
 
 def test_driver_keeps_at_most_25_public_members():

@@ -5,8 +5,9 @@ A jittor Dataset is its own loader: ``set_attrs(batch_size=..., shuffle=...)`` c
 ``len()`` counts batches and, under MPI, ``batch_size`` is the global batch that jittor splits
 across ranks itself. The Trainer splits data across ranks with its own samplers, so the copy built
 here iterates the batch sampler's index lists directly (collating with the dataset's own
-``collate_batch`` and ``to_jittor``), bypassing jittor's shuffling and MPI splitting. The user's
-dataset is left untouched.
+``collate_batch`` and ``to_jittor``), bypassing jittor's shuffling and MPI splitting; where the
+dataset has ``num_workers``, that many worker processes of ours load the batches
+(:mod:`.batch_workers`, which says why not jittor's own). The user's dataset is left untouched.
 """
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Iterator, Optional
 from jittor.dataset import Dataset
 
 from fastcore_train.backends.jittor import tensors as jittor_tensors
+from fastcore_train.backends.jittor.batch_workers import BatchWorkers, workers_of
 from fastcore_train.drivers.data import DataAdapter
 from fastcore_train.samplers.adapt import BatchedIndices, DataLoaderArgs
 
@@ -37,21 +39,44 @@ def num_samples(dataset: Dataset) -> int:
 class SampledDataset:
     """A copy of a jittor Dataset yielding the batches of ``batch_sampler`` (lists of indices).
 
-    ``len()`` counts this rank's batches; ``dataset`` is the copy (a real jittor Dataset).
+    ``len()`` counts this rank's batches; ``dataset`` is the copy (a real jittor Dataset). With
+    the dataset's ``num_workers``, worker processes load the batches in the sampler's order; they
+    are started by the first epoch, kept for the next ones (stopped when an epoch is left midway)
+    and stopped by :meth:`close`, which the Trainer calls when ``run()`` ends.
     """
 
     def __init__(self, dataset: Dataset, batch_sampler: Any) -> None:
         self.dataset = dataset
         self.batch_sampler = batch_sampler
+        self._workers: Optional[BatchWorkers] = None
+
+    @property
+    def num_workers(self) -> int:
+        return workers_of(self.dataset)
 
     def __len__(self) -> int:
         return len(self.batch_sampler)
 
     def __iter__(self) -> Iterator[Any]:
         dataset = self.dataset
+        count = self.num_workers
+        if count:
+            if self._workers is None or self._workers.num_workers != count:
+                self.close()
+                self._workers = BatchWorkers(dataset, count)
+            return self._workers.batches(self.batch_sampler, dataset.to_jittor)
+        return self._in_process()
+
+    def _in_process(self) -> Iterator[Any]:
+        dataset = self.dataset
         for indices in self.batch_sampler:
             samples = [dataset[int(index)] for index in indices]
             yield dataset.to_jittor(dataset.collate_batch(samples))
+
+    def close(self) -> None:
+        """Stop the worker processes, if any (the next epoch starts new ones)."""
+        if self._workers is not None:
+            self._workers.close()
 
 
 def _copy_dataset(dataset: Dataset) -> Dataset:
@@ -97,6 +122,10 @@ def replace_batch_sampler(dataloader: Any, batch_sampler: Any) -> SampledDataset
 class JittorData(DataAdapter):
     """``driver.data`` for jittor: Vars live wherever ``jt.flags.use_cuda`` says, so batches are
     never moved."""
+
+    def release(self, dataloader: Any) -> None:
+        if isinstance(dataloader, SampledDataset):
+            dataloader.close()
 
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
     reading_changes_results = True  # jittor is lazy: a read runs the pending graph on its own
