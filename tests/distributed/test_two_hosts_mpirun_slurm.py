@@ -74,8 +74,8 @@ def mpirun_environment() -> dict[str, str]:
         env.pop(name, None)
     # Both namespaces share this machine's hostname (one UTS namespace); Open MPI's hierarchical
     # collectives (coll/han) group ranks by host name and then hang in MPI_Allgather. Real hosts have
-    # names of their own (checked: an agent giving node1 its own name, `unshare --uts`, needs no such
-    # setting, but jittor keys its compile cache by host name and would compile ~3 min for it).
+    # names of their own (checked with a C MPI_Allgather: an agent giving node1 its own name, `unshare --uts`,
+    # needs no such setting; jittor keys its compile cache by host name and would compile ~3 min for it).
     env["OMPI_MCA_coll"] = "^han"
     return env
 
