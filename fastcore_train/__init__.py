@@ -5,7 +5,8 @@ Under ``srun`` (several tasks, no other launcher) it writes the ``env://`` varia
 ``WORLD_SIZE``, ``MASTER_ADDR``...) from SLURM's first, so a framework imported after it (oneflow
 reads them at import) sees the job: see :mod:`fastcore_train.parallel.slurm`. Under ``mpirun`` with every
 rank on this machine it leaves Open MPI's TCP transport out, before a framework starts MPI: see
-:mod:`fastcore_train.parallel.loopback`.
+:mod:`fastcore_train.parallel.loopback`; on several hosts it sends on the interface toward mpirun's host:
+see :mod:`fastcore_train.parallel.mpi_hosts`.
 """
 from __future__ import annotations
 
@@ -31,7 +32,10 @@ _export_slurm_variables()
 def _keep_mpi_ranks_off_tcp() -> None:
     from fastcore_train.parallel.loopback import keep_mpi_rank_off_tcp
 
-    keep_mpi_rank_off_tcp()  # under mpirun on one machine: no listening TCP transport (read at MPI_Init)
+    if not keep_mpi_rank_off_tcp():  # under mpirun on one machine: no listening TCP transport (read at MPI_Init)
+        from fastcore_train.parallel.mpi_hosts import choose_mpi_interface
+
+        choose_mpi_interface()  # on several hosts: the interface toward mpirun's host
 
 
 _keep_mpi_ranks_off_tcp()

@@ -33,6 +33,8 @@ from tests.distributed.launchers import BACKENDS  # noqa: E402
 
 EVENTS = ("on_train_begin", "on_train_epoch_begin", "on_train_batch_begin", "on_before_backward",
           "on_after_optimizers_step", "on_train_batch_end", "on_train_epoch_end", "on_evaluate_end", "on_train_end")
+# The interface variables the library may set (two-host tests read them back).
+INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "OMPI_MCA_btl_tcp_if_include", "OMPI_MCA_btl")
 # Where launchers put the rank before any framework is imported (rank-seeded weights need it early).
 _RANK_VARIABLES = ("RANK", "PADDLE_TRAINER_ID", "OMPI_COMM_WORLD_RANK", "FASTCORE_TRAIN_LAUNCHED_RANK")
 
@@ -132,7 +134,8 @@ def main(config):
         "seen": seen, "results": results, "world_size": driver.comm.world_size, "events": events, "every": every,
         "round_trip": round_trip, "global_forward_batches": trainer.global_forward_batches,
         "driver": type(driver).__name__, "model_file_suffix": driver.io.model_file_suffix,
-        "gathered": gathered, "broadcast": broadcast, "recomputed": trainer.activation_checkpointed}))
+        "gathered": gathered, "broadcast": broadcast, "recomputed": trainer.activation_checkpointed,
+        "interfaces": {name: os.environ.get(name) for name in INTERFACE_VARIABLES}}))
     driver.comm.barrier()
 
 
