@@ -6,16 +6,20 @@ a plain TCP connection itself: it says what it waits for while it waits, stops a
 cannot help (a name that does not resolve, no route to the address), and after ``timeout`` seconds
 raises :class:`MasterUnreachableError` naming the address, the interface this machine's route toward it
 leaves from, what the last attempt met, and what to check. The master's side of the same wait (ranks
-that never join) is :func:`too_few_joined`. A connection that is opened and closed without a word is
+that never join) is :func:`too_few_joined`; where a framework's own join cannot be given a timeout,
+:func:`joined_within` ends the rank with that message once the timeout has passed. A connection that is opened and closed without a word is
 what any prober does: the stores ignore it.
 """
 from __future__ import annotations
 
 import errno
+import os
 import socket
+import subprocess
 import sys
 import time
-from typing import Callable, Optional
+from contextlib import contextmanager
+from typing import Callable, Iterator, Optional
 
 #: Seconds between two attempts to connect (doubling from the first to the last), and before the first
 #: "still waiting" message.
@@ -112,3 +116,31 @@ def wait_for_master(host: str, port: int, rank: int, timeout: float,
             notice = now + NOTICE_EVERY_SECONDS
         time.sleep(min(pause, max(deadline - now, 0)))
         pause = min(2 * pause, RETRY_SECONDS)
+
+
+#: The watcher :func:`joined_within` starts: it waits for its stdin to close (the block finished, or this
+#: process is gone) for ``timeout`` seconds; past that it says why and ends this process.
+_WATCHER = """import os, select, signal, sys
+timeout, parent, message = float(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+if not select.select([sys.stdin], [], [], timeout)[0]:
+    sys.stderr.write(message + "\\n")
+    sys.stderr.flush()
+    os.kill(parent, signal.SIGKILL)
+"""
+
+
+@contextmanager
+def joined_within(timeout: float, message: str) -> Iterator[None]:
+    """End this process, saying ``message`` on stderr, if the block (a framework's own joining of the job's
+    ranks, which waits without a limit or a word) has not finished in ``timeout`` seconds.
+
+    The watch is a small process of its own: a framework waiting in C++ may hold the GIL, so that no thread
+    of this process could speak in time (paddle's ``init_parallel_env`` does)."""
+    watcher = subprocess.Popen([sys.executable, "-I", "-S", "-c", _WATCHER, str(timeout), str(os.getpid()), message],
+                               stdin=subprocess.PIPE)
+    try:
+        yield
+    finally:
+        assert watcher.stdin is not None
+        watcher.stdin.close()
+        watcher.wait()

@@ -1,7 +1,8 @@
-"""A job's master across two hosts (tests/distributed/two_hosts.py), with ranks started from the
-environment as srun or a user's own launcher starts them: reached, the job listens only on the master's
-link; out of reach, every rank stops within ``collective_timeout`` with an error naming the address,
-the interface tried and what to check, never a silent wait (issue 39). Torch: the store is the driver's.
+"""A job's master across two hosts (tests/distributed/two_hosts.py), with ranks started as srun starts
+them (one task per node, srun's variables): reached, a torch job listens only on the master's link; out
+of reach, every rank stops within ``collective_timeout`` with an error naming the address, the interface
+tried and what to check, never a silent wait (issue 39). Torch and paddle: their ranks meet in a store
+our driver reaches first; jittor's meet through mpirun and oneflow's through its launcher.
 """
 from __future__ import annotations
 
@@ -26,23 +27,28 @@ TIMEOUT = 8  # collective_timeout: how long a rank waits for the others to join
 
 @pytest.fixture
 def hosts(backend_name):
-    if backend_name != "torch":
-        pytest.skip("the job's store is torch's driver's (paddle's and oneflow's launchers meet before our code runs)")
+    if backend_name not in ("torch", "paddle"):
+        pytest.skip("jittor's ranks meet through mpirun, oneflow's through its launcher, before our code runs")
     reason = two_hosts.unavailable()
     if reason is not None:
         pytest.skip(reason)
     with two_hosts.two_hosts() as made:
-        yield made
+        names = [f"{made[0].namespace[:-1]}n{index}" for index in range(2)]
+        with two_hosts.host_names(made, names):
+            yield made, names
 
 
-def start_rank(host: two_hosts.Host, rank: int, master: str, port: int, out: Path) -> subprocess.Popen:
-    env = {**job_environment(), "PYTHONPATH": str(ROOT), "RANK": str(rank), "LOCAL_RANK": "0", "WORLD_SIZE": "2",
-           "LOCAL_WORLD_SIZE": "1", "MASTER_ADDR": master, "MASTER_PORT": str(port)}
-    for name in ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME"):
-        env.pop(name, None)
+def start_rank(backend: str, hosts, node: int, master: str, port: int, out: Path) -> subprocess.Popen:
+    """Task ``node`` of a 2-node srun step (one task per node), its master at ``master:port``."""
+    (node0, node1), names = hosts
+    host = (node0, node1)[node]
+    env = {key: value for key, value in job_environment().items()
+           if not key.startswith(("SLURM_", "PADDLE_", "GLOO_", "NCCL_", "TP_", "FASTCORE_TRAIN_"))}
+    env.update(two_hosts.srun_variables(node, 0, 1, f"{names[0][:-1]}[0-1]", names, 4242),
+               PYTHONPATH=str(ROOT), MASTER_ADDR=master, MASTER_PORT=str(port))
     out.mkdir(exist_ok=True)
-    return subprocess.Popen(host.command([sys.executable, str(JOB), str(out), "16", "torch", str(TIMEOUT)]), env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    return subprocess.Popen(host.command([sys.executable, str(JOB), str(out), "16", backend, str(TIMEOUT)]),
+                            env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=out)
 
 
 def ended(process: subprocess.Popen, host: two_hosts.Host) -> tuple[int, str, float]:
@@ -56,9 +62,11 @@ def ended(process: subprocess.Popen, host: two_hosts.Host) -> tuple[int, str, fl
     return process.returncode, stderr, time.monotonic() - start
 
 
-def test_ranks_on_two_hosts_meet_and_listen_only_on_the_masters_link(hosts, tmp_path):
-    node0, node1 = hosts
-    ranks = [start_rank(node, rank, node0.address, 29611, tmp_path) for rank, node in enumerate((node0, node1))]
+def test_ranks_on_two_hosts_meet_and_listen_only_on_the_masters_link(backend_name, hosts, tmp_path):
+    if backend_name != "torch":
+        pytest.skip("paddle's store listens on every interface (docs/security.md)")
+    (node0, node1), _ = hosts
+    ranks = [start_rank(backend_name, hosts, node, node0.address, 29611, tmp_path) for node in (0, 1)]
     watch = SocketWatch(ranks[0].pid).start()
     ends = [ended(process, node) for process, node in zip(ranks, (node0, node1))]
     seen = watch.stop()
@@ -72,16 +80,15 @@ def test_ranks_on_two_hosts_meet_and_listen_only_on_the_masters_link(hosts, tmp_
     assert not elsewhere, f"listening beyond the link toward the master ({node0.address}):\n{describe(elsewhere)}"
 
 
-def test_a_master_out_of_reach_is_a_clear_error_on_every_host_within_the_timeout(hosts, tmp_path):
+def test_a_master_out_of_reach_is_a_clear_error_on_every_host_within_the_timeout(backend_name, hosts, tmp_path):
     """Three jobs at once, each missing its other half: a rank whose master was never started (refused),
     a rank whose master address answers nowhere, and a rank 0 whose other rank never came."""
-    node0, node1 = hosts
+    (node0, node1), _ = hosts
     absent = node0.address.rsplit(".", 1)[0] + ".77"
-    cases = {"refused": (node1, 1, node0.address, 29612), "absent": (node1, 1, absent, 29613),
-             "alone": (node0, 0, node0.address, 29614)}
-    started = {name: start_rank(host, rank, master, port, tmp_path / name) for name, (host, rank, master, port)
-               in cases.items()}
-    results = {name: ended(process, cases[name][0]) for name, process in started.items()}
+    cases = {"refused": (1, node0.address, 29612), "absent": (1, absent, 29613), "alone": (0, node0.address, 29614)}
+    started = {name: start_rank(backend_name, hosts, node, master, port, tmp_path / name)
+               for name, (node, master, port) in cases.items()}
+    results = {name: ended(process, (node0, node1)[cases[name][0]]) for name, process in started.items()}
     for name, (code, stderr, seconds) in results.items():
         assert code != 0, f"{name}: {stderr[-3000:]}"
         assert seconds < TIMEOUT + 20, f"{name}: stopped after {seconds:.0f} s, collective_timeout={TIMEOUT}"

@@ -22,9 +22,7 @@ import shutil
 import subprocess
 import sys
 from collections import Counter
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 
@@ -109,34 +107,6 @@ def test_mpirun_with_a_hostfile_across_two_hosts(backend_name, harness, tmp_path
 
 
 # ---------------------------------------------------------------- SLURM with a two-node nodelist
-@contextmanager
-def host_names(hosts: tuple[two_hosts.Host, ...], names: list[str]) -> Iterator[None]:
-    """Each name resolves to its host's address inside every host (``/etc/netns/NS/hosts``), the rest
-    of /etc/hosts as it is (the machine's hostname still 127.0.0.1)."""
-    base = Path("/etc/hosts").read_text()
-    folders = [Path("/etc/netns") / host.namespace for host in hosts]
-    try:
-        for folder in folders:
-            folder.mkdir(parents=True, exist_ok=True)
-            (folder / "hosts").write_text(base + "".join(f"{host.address} {name}\n" for host, name in zip(hosts, names)))
-        yield
-    finally:
-        for folder in folders:
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-def srun_variables(node: int, local: int, per_node: int, nodelist: str, names: list[str], job_id: int) -> dict:
-    """What ``srun`` sets for task ``local`` on node ``node`` of a 2-node step (``--ntasks-per-node``)."""
-    world = 2 * per_node
-    return {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id), "SLURM_JOB_NAME": "train", "SLURM_STEP_ID": "0",
-            "SLURM_NTASKS": str(world), "SLURM_NPROCS": str(world), "SLURM_STEP_NUM_TASKS": str(world),
-            "SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2", "SLURM_STEP_NUM_NODES": "2",
-            "SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist, "SLURM_STEP_NODELIST": nodelist,
-            "SLURM_TASKS_PER_NODE": f"{per_node}(x2)", "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x2)",
-            "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_NODEID": str(node), "SLURMD_NODENAME": names[node],
-            "SLURM_PROCID": str(node * per_node + local), "SLURM_LOCALID": str(local)}
-
-
 @pytest.mark.parametrize("per_node", [1, 2])
 def test_slurm_tasks_on_a_two_node_nodelist(backend_name, harness, tmp_path, per_node):
     if backend_name == "jittor":
@@ -153,9 +123,9 @@ def test_slurm_tasks_on_a_two_node_nodelist(backend_name, harness, tmp_path, per
     with two_hosts.two_hosts() as nodes:
         prefix = nodes[0].namespace[:-1]  # the run's own names: <prefix>n0, <prefix>n1
         names = [f"{prefix}n{index}" for index in range(2)]
-        with host_names(nodes, names):
+        with two_hosts.host_names(nodes, names):
             tasks = [(node.command([sys.executable, str(JOB), json.dumps(config)]), node,
-                      srun_variables(index, local, per_node, f"{prefix}n[0-1]", names, job_id))
+                      two_hosts.srun_variables(index, local, per_node, f"{prefix}n[0-1]", names, job_id))
                      for index, node in enumerate(nodes) for local in range(per_node)]
             started = [(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                                          env={**base, **variables}, start_new_session=True), node)

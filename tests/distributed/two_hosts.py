@@ -14,6 +14,7 @@ import signal
 import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterator, Optional
 
 
@@ -81,3 +82,31 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
         for host in hosts:
             host.kill_everything()
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)  # removes its veth end too
+
+
+@contextmanager
+def host_names(hosts: tuple[Host, ...], names: list[str]) -> Iterator[None]:
+    """Each name resolves to its host's address inside every host (``/etc/netns/NS/hosts``), the rest
+    of /etc/hosts as it is (the machine's hostname still 127.0.0.1)."""
+    base = Path("/etc/hosts").read_text()
+    folders = [Path("/etc/netns") / host.namespace for host in hosts]
+    try:
+        for folder in folders:
+            folder.mkdir(parents=True, exist_ok=True)
+            (folder / "hosts").write_text(base + "".join(f"{host.address} {name}\n" for host, name in zip(hosts, names)))
+        yield
+    finally:
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def srun_variables(node: int, local: int, per_node: int, nodelist: str, names: list[str], job_id: int) -> dict:
+    """What ``srun`` sets for task ``local`` on node ``node`` of a 2-node step (``--ntasks-per-node``)."""
+    world = 2 * per_node
+    return {"SLURM_JOB_ID": str(job_id), "SLURM_JOBID": str(job_id), "SLURM_JOB_NAME": "train", "SLURM_STEP_ID": "0",
+            "SLURM_NTASKS": str(world), "SLURM_NPROCS": str(world), "SLURM_STEP_NUM_TASKS": str(world),
+            "SLURM_NNODES": "2", "SLURM_JOB_NUM_NODES": "2", "SLURM_STEP_NUM_NODES": "2",
+            "SLURM_JOB_NODELIST": nodelist, "SLURM_NODELIST": nodelist, "SLURM_STEP_NODELIST": nodelist,
+            "SLURM_TASKS_PER_NODE": f"{per_node}(x2)", "SLURM_STEP_TASKS_PER_NODE": f"{per_node}(x2)",
+            "SLURM_NTASKS_PER_NODE": str(per_node), "SLURM_NODEID": str(node), "SLURMD_NODENAME": names[node],
+            "SLURM_PROCID": str(node * per_node + local), "SLURM_LOCALID": str(local)}

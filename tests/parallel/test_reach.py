@@ -3,13 +3,19 @@ master is reached at once, a port nobody listens on is a clear error after the t
 meanwhile, and a name that does not resolve fails at once. Across hosts: tests/distributed/test_master_unreachable.py."""
 from __future__ import annotations
 
+import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
 
 from fastcore_train.parallel import reach
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def free_port() -> int:
@@ -63,3 +69,23 @@ def test_a_name_that_does_not_resolve_fails_at_once():
     with pytest.raises(reach.MasterUnreachableError, match="MASTER_ADDR='no-such-host.invalid' does not resolve"):
         reach.wait_for_master("no-such-host.invalid", 29500, rank=1, timeout=60)
     assert time.monotonic() - start < 10
+
+
+def test_a_join_past_its_timeout_ends_the_process_saying_why():
+    code = ("import time; from fastcore_train.parallel.reach import joined_within\n"
+            "with joined_within(0.5, 'rank 0 waited: the others never came'):\n"
+            "    time.sleep(30)\n")
+    start = time.monotonic()
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == -signal.SIGKILL and time.monotonic() - start < 10
+    assert done.stderr == "rank 0 waited: the others never came\n"
+
+
+def test_a_join_in_time_leaves_no_word_and_no_watcher():
+    code = ("import os, time; from fastcore_train.parallel.reach import joined_within\n"
+            "with joined_within(30, 'never said'):\n"
+            "    time.sleep(0.2)\n"
+            "print(repr(open(f'/proc/self/task/{os.getpid()}/children').read()))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, cwd=ROOT)
+    assert done.returncode == 0 and done.stderr == "", done.stderr
+    assert done.stdout.strip() == "''", done.stdout  # the watcher is gone with the block

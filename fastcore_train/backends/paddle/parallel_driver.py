@@ -24,6 +24,7 @@ from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
 from fastcore_train.parallel.loopback import choose_interfaces
+from fastcore_train.parallel.reach import joined_within, too_few_joined, wait_for_master
 from fastcore_train.parallel.watchdog import framework_timeout
 
 
@@ -44,6 +45,24 @@ def keep_transports_on_loopback(world_size: int) -> dict[str, str]:
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:
     """paddle's GradScaler wrapped by Fleet for data parallel training."""
     return fleet.distributed_scaler(paddle.amp.GradScaler(**gradscaler_kwargs))
+
+
+def _reach_the_master(rank: int, timeout: float) -> None:
+    """Before ``fleet.init``, a rank other than 0 reaches rank 0's store (``PADDLE_MASTER``) or says clearly
+    why not within ``timeout`` (paddle's own client would wait in silence; issue 39)."""
+    host, _, port = os.environ.get("PADDLE_MASTER", "").rpartition(":")
+    if rank != 0 and host and port.isdigit():
+        wait_for_master(host, int(port), rank, timeout)
+
+
+def _not_joined(rank: int, world_size: int, timeout: float) -> str:
+    """What a rank says when ``fleet.init`` has not returned within ``timeout``: the job's ranks never met."""
+    host, _, port = os.environ.get("PADDLE_MASTER", "?:0").rpartition(":")
+    if rank == 0:
+        return too_few_joined(host, int(port), world_size, timeout, "paddle's fleet.init did not return")
+    return (f"rank {rank} reached the job's master at {host}:{port}, but the job's {world_size} ranks did not all "
+            f"meet within {timeout:.0f} s (paddle's fleet.init did not return). Check that every node was started, "
+            f"with the same master and a world size that counts every rank. collective_timeout sets how long.")
 
 
 def _fleet_initialised() -> bool:
@@ -97,8 +116,11 @@ class PaddleFleetDriver(DataParallelCalls, PaddleSingleDriver):
             # paddle's NCCL groups read their timeout (ms) from here; its gloo groups have none (our watchdog is it).
             os.environ.setdefault("PADDLE_PG_TIMEOUT", str(int(framework_timeout(self.comm.timeout) * 1000)))
             keep_transports_on_loopback(self.comm.world_size)
+            _reach_the_master(self.comm.rank, self.comm.timeout)
             try:
-                fleet.init(is_collective=True, strategy=self._strategy)
+                with joined_within(self.comm.timeout, _not_joined(self.comm.rank, self.comm.world_size,
+                                                                  self.comm.timeout)):
+                    fleet.init(is_collective=True, strategy=self._strategy)
             except RuntimeError as error:
                 clearer = explain_gloo_start_failure(error, self.comm.world_size)
                 if clearer is error:
