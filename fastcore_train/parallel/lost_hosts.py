@@ -16,6 +16,7 @@ link is cut). A firewall that drops connections to that port looks lost too: the
 from __future__ import annotations
 
 import errno
+import ipaddress
 import os
 import socket
 import threading
@@ -48,17 +49,19 @@ class Place:
 
 def link_address(master_address: Optional[str]) -> Optional[str]:
     """This machine's address toward the job's master (``host:port``), or toward mpirun's host for an
-    Open MPI rank whose interface was chosen (``OMPI_MCA_btl_tcp_if_include``); None when unknown."""
+    Open MPI rank whose interface was chosen (``OMPI_MCA_btl_tcp_if_include``); None when unknown or
+    loopback (a job on one machine, whose ranks may not all know the master's address)."""
     from fastcore_train.parallel.route import source_address
 
     if master_address:
         host = master_address.rsplit(":", 1)[0].strip("[]") if ":" in master_address else master_address
         found = source_address(host)
-        if found is not None:
-            return found
+        if found is not None:  # a loopback master: a job on one machine, which its hostname names
+            return None if ipaddress.ip_address(found.split("%")[0]).is_loopback else found
     interface = os.environ.get("OMPI_MCA_btl_tcp_if_include", "")
     if interface and "," not in interface and "/" not in interface:
-        return _interface_address(interface)
+        found = _interface_address(interface)
+        return None if found is None or ipaddress.ip_address(found).is_loopback else found
     return None
 
 
