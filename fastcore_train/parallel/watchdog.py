@@ -9,7 +9,10 @@ moved for ``collective_timeout`` seconds (this one waiting for a peer in a colle
 itself, and none busy evaluating meanwhile), it names the ranks that are behind (those that did
 not arrive where the others are), says where this rank's main thread is, and ends the process
 with exit code 1 (``os._exit``: a thread cannot interrupt a collective). Every rank does the
-same, so no rank hangs. Ranks on several machines watch their own slot only.
+same, so no rank hangs. In a job over several machines each machine has its own table (a machine is
+a hostname and the link address toward the master: :mod:`fastcore_train.parallel.lost_hosts`), and a
+rank that gives up names the other machines by address with their ranks, saying which ones no longer
+answer (a host lost).
 
 Saving and loading (:func:`keeps_alive`, around the Trainer's ``save_*``/``load_*``) are long
 phases a rank cannot beat in (one framework call writing a large file): while a rank is in one,
@@ -27,7 +30,6 @@ import logging
 import mmap
 import os
 import shutil
-import socket
 import struct
 import sys
 import tempfile
@@ -36,9 +38,10 @@ import time
 import traceback
 from contextlib import contextmanager
 from functools import wraps
-from typing import Any, Callable, Iterator, Optional, TypeVar
+from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
 from fastcore_train.log import logger
+from fastcore_train.parallel.lost_hosts import Place, here, machines, other_machines
 
 #: Exit code of a rank the watchdog ends.
 EXIT_CODE = 1
@@ -122,32 +125,43 @@ class Heartbeats:
         return [_SLOT.unpack_from(self._map, rank * _SLOT.size) for rank in range(self.world_size)]
 
 
-def laggards(table: list[tuple[int, float]]) -> list[int]:
-    """The ranks behind the others (a lower progress key than the most advanced rank's)."""
-    ahead = max(key for key, _ in table)
-    return [rank for rank, (key, _) in enumerate(table) if key < ahead]
+def laggards(table: list[tuple[int, float]], ranks: Optional[Sequence[int]] = None) -> list[int]:
+    """The ranks (of ``ranks``, by default all) behind the others (a lower progress key than the most
+    advanced rank's)."""
+    ranks = range(len(table)) if ranks is None else ranks
+    ahead = max(table[rank][0] for rank in ranks)
+    return [rank for rank in ranks if table[rank][0] < ahead]
 
 
-def diagnosis(rank: int, timeout: float, table: Optional[list[tuple[int, float]]], where: str) -> str:
-    """What the watchdog of ``rank`` says when it gives up: who did not arrive, and where this rank is."""
+def diagnosis(rank: int, timeout: float, table: Optional[list[tuple[int, float]]], where: str,
+              ranks: Optional[Sequence[int]] = None, elsewhere: str = "") -> str:
+    """What the watchdog of ``rank`` says when it gives up: who did not arrive, and where this rank is.
+
+    ``table`` holds the heartbeats of ``ranks`` (this machine's; by default every rank's); ``elsewhere``
+    what this rank found about the job's other machines (:func:`~fastcore_train.parallel.lost_hosts.other_machines`).
+    """
     head = (f"[rank {rank}] collective timeout: this rank made no progress for {timeout:g} s "
             f"(collective_timeout={timeout:g}).")
-    if table is None:
-        who = "The other ranks run on other machines, so this rank cannot tell which one is behind."
+    ranks = list(range(len(table))) if ranks is None and table is not None else ranks
+    if table is None or not ranks or len(ranks) == 1:
+        who = elsewhere or "The other ranks run on other machines, so this rank cannot tell which one is behind."
     else:
-        behind = laggards(table)
+        behind = laggards(table, ranks)
         now = time.monotonic()
         if behind:
-            ahead = max(key for key, _ in table)
-            waiting = [r for r in range(len(table)) if r not in behind]
+            ahead = max(table[r][0] for r in ranks)
+            waiting = [r for r in ranks if r not in behind]
             who = "; ".join(f"Rank {r} did not arrive: it is still at {describe(table[r][0])} "
                             f"(reached {now - table[r][1]:.1f} s ago)" for r in behind)
             who += (f"; rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} reached "
                     f"{describe(ahead)}.")
         else:
-            who = (f"Every rank reached {describe(table[0][0])}: none is behind at the Trainer's progress points, so "
-                   "a rank is stuck inside that step (its model call, backward, or user code); each rank's "
-                   "report says where its main thread is.")
+            who = (f"Every rank {'of this machine ' if elsewhere else ''}reached {describe(table[ranks[0]][0])}: none is "
+                   "behind at the Trainer's progress points, so a rank is stuck inside that step (its model call, "
+                   "backward, or user code, or a collective with another machine); each rank's report says where "
+                   "its main thread is.")
+        if elsewhere:
+            who += " " + elsewhere
     return (f"{head} {who} This rank's main thread is at {where}. Ending the job (exit code {EXIT_CODE}); raise "
             "collective_timeout if a step or an evaluation legitimately takes longer.")
 
@@ -161,10 +175,18 @@ def _main_thread_place() -> str:
 
 
 class Watchdog:
-    """A daemon thread ending this process when its own heartbeat is older than ``timeout``."""
+    """A daemon thread ending this process when no rank of its machine moved for ``timeout``.
 
-    def __init__(self, heartbeats: Heartbeats, timeout: float, shared: bool, folder: Optional[str]) -> None:
+    ``ranks``: the ranks of this machine (whose heartbeats the table holds; by default all);
+    ``places``: every rank's machine and ``master_address`` the job's, to name the other machines.
+    """
+
+    def __init__(self, heartbeats: Heartbeats, timeout: float, shared: bool, folder: Optional[str],
+                 ranks: Optional[Sequence[int]] = None, places: Sequence[Place] = (),
+                 master_address: Optional[str] = None) -> None:
         self.heartbeats, self.timeout, self.shared, self.folder = heartbeats, timeout, shared, folder
+        self.ranks = list(range(heartbeats.world_size)) if ranks is None else list(ranks)
+        self.places, self.master_address = list(places), master_address
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="fastcore-train-collective-timeout", daemon=True)
 
@@ -191,13 +213,19 @@ class Watchdog:
         return max(self.timeout, BUSY_LIMIT) if self.heartbeats.busy_depth else self.timeout
 
     def stuck_for(self) -> float:
-        """Seconds since any rank of the machine moved (this rank only, across machines)."""
+        """Seconds since any rank of the machine moved (the table holds this machine's ranks only)."""
         latest = self.heartbeats.last_beat_of_any() if self.shared else self.heartbeats.last_beat()
         return time.monotonic() - latest
 
     def _give_up(self) -> None:
+        elsewhere = ""
+        if self.places and len(self.places) > self.heartbeats.rank:
+            try:  # a host lost: which other machines still answer (a few seconds at most)
+                elsewhere = other_machines(self.places[self.heartbeats.rank], self.places, self.master_address)
+            except Exception as error:  # never let the diagnosis keep the job from ending
+                elsewhere = f"(the other machines could not be probed: {error!r})"
         table = self.heartbeats.read() if self.shared else None
-        message = diagnosis(self.heartbeats.rank, self.limit(), table, _main_thread_place())
+        message = diagnosis(self.heartbeats.rank, self.limit(), table, _main_thread_place(), self.ranks, elsewhere)
         if logger.isEnabledFor(logging.ERROR) and logger.handlers:
             logger.error(message)
         else:
@@ -210,23 +238,23 @@ class Watchdog:
 def start_watchdog(comm: Any, timeout: float) -> Watchdog:
     """Set up the shared heartbeats of ``comm``'s ranks (a collective: every rank calls it) and watch.
 
-    Rank 0 makes the table in a new temporary folder; the ranks learn its path and each other's
-    machine in one ``all_gather_object``. Ranks on several machines watch their own progress only.
+    The ranks tell each other where they run (:func:`~fastcore_train.parallel.lost_hosts.here`); the
+    lowest rank of each machine makes that machine's table in a new temporary folder, and the ranks
+    learn its path in a second ``all_gather_object``.
     """
+    master_address = getattr(getattr(comm, "facts", None), "master_address", None)
+    places = [Place(*place) for place in comm.all_gather_object(tuple(vars(here(master_address)).values()))]
+    groups = machines(places)
+    mine = groups[places[comm.rank]]
     folder = path = None
-    if comm.rank == 0:
+    if comm.rank == mine[0]:
         folder = tempfile.mkdtemp(prefix="fastcore-train-heartbeats-")
         path = os.path.join(folder, "heartbeats")
         Heartbeats.create(path, comm.world_size)
-    gathered = comm.all_gather_object((socket.gethostname(), path))
-    shared = all(host == gathered[0][0] for host, _ in gathered)
-    if shared:
-        heartbeats = Heartbeats(gathered[0][1], comm.world_size, comm.rank)
-    else:  # a table of this rank alone
-        own = tempfile.mkdtemp(prefix="fastcore-train-heartbeats-")
-        Heartbeats.create(os.path.join(own, "heartbeats"), comm.world_size)
-        heartbeats, folder = Heartbeats(os.path.join(own, "heartbeats"), comm.world_size, comm.rank), own
-    return Watchdog(heartbeats, timeout, shared, folder).start()
+    paths = comm.all_gather_object(path)
+    heartbeats = Heartbeats(paths[mine[0]], comm.world_size, comm.rank)
+    return Watchdog(heartbeats, timeout, len(mine) > 1, folder, mine, places if len(groups) > 1 else (),
+                    master_address).start()
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

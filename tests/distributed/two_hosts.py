@@ -28,6 +28,11 @@ class Host:
         """``argv`` run inside this host."""
         return ["ip", "netns", "exec", self.namespace, *argv]
 
+    def set_link(self, up: bool) -> None:
+        """Bring this host's end of the link down (the host lost: the other side's packets vanish, no
+        reset reaches anyone) or up again."""
+        _ip("-n", self.namespace, "link", "set", self.interface, "up" if up else "down")
+
     def kill_everything(self) -> None:
         """Kill every process inside this host (a launcher's ranks may run in sessions of their own)."""
         found = subprocess.run(["ip", "netns", "pids", self.namespace], capture_output=True, text=True).stdout
