@@ -1,0 +1,113 @@
+"""Ray across two hosts (network namespaces on this machine: tests/distributed/two_hosts.py): a Ray
+head on node0 (``ray start --head --node-ip-address <node0>``), a worker node joining it from node1
+(``ray start --address <node0>:<port> --node-ip-address <node1>``), 1 CPU each, and a driver on
+node0 fitting Ray Train's ``DataParallelTrainer`` with ``RayBackendConfig`` on 2 workers of 1 CPU
+placed one per node. The hostname resolves to 127.0.0.1 on both hosts. Each worker runs on its own
+node, trains its share of the batches, the weights end equal on both and equal to one process's on
+the global batch, and each worker's gloo interface is its link, its connections leaving from its
+link address, some of them to the other host.
+
+The two Ray nodes share this machine's filesystem: each has its own ``--temp-dir`` (its session
+folder, sockets and logs) and Ray's processes of each node live in its namespace, killed with it
+(``ray stop`` is not used: it stops every Ray process of the machine, whatever its namespace).
+"""
+from __future__ import annotations
+
+import json
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from tests.distributed import two_hosts
+from tests.distributed.launchers import job_environment
+from tests.distributed.test_two_hosts import BATCH, EPOCHS, INTERFACE_VARIABLES, JOB, ROOT, SAMPLES
+
+pytestmark = pytest.mark.distributed
+
+DRIVER = Path(__file__).parent / "jobs" / "ray_two_hosts_driver.py"
+PORT = 6390
+#: Per node: the object store's size (Ray's minimum is 75 MB; the default takes 30% of the memory).
+OBJECT_STORE = str(100 * 1024 * 1024)
+
+
+def environment(token: Path) -> dict[str, str]:
+    """Every Ray process's (both nodes', the driver's): token authentication on, with this test's own
+    token. Left unset, Ray 2.60's head turns it on by itself when ``~/.ray/auth_token`` exists while a
+    joining node does not, and the join fails with ``InvalidAuthToken`` (docs/multinode.md, Ray)."""
+    env = {**job_environment(), "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
+           "RAY_AUTH_TOKEN_PATH": str(token)}
+    for name in (*INTERFACE_VARIABLES, "RAY_ADDRESS", "RAY_AUTH_TOKEN"):
+        env.pop(name, None)
+    return env
+
+
+def ray_start(host: two_hosts.Host, temp_dir: Path, head: two_hosts.Host, token: Path) -> None:
+    """Start ``host``'s Ray node (the head when ``host`` is ``head``); raises with Ray's output if it fails."""
+    ray = str(Path(sys.executable).parent / "ray")
+    role = (["--head", "--port", str(PORT), "--include-dashboard=false"] if host is head
+            else ["--address", f"{head.address}:{PORT}"])
+    command = host.command([ray, "start", *role, "--node-ip-address", host.address, "--num-cpus", "1",
+                            "--object-store-memory", OBJECT_STORE, "--temp-dir", str(temp_dir),
+                            "--disable-usage-stats"])
+    done = subprocess.run(command, capture_output=True, text=True, env=environment(token), timeout=120)
+    assert done.returncode == 0, f"ray start on {host.namespace}: {done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
+    if backend_name != "torch":
+        pytest.skip("Ray is installed in the torch environment only (paddle's has no ray; oneflow and jittor "
+                    "are covered by test_ray.py on one host)")
+    pytest.importorskip("ray.train", reason='Ray Train is not installed (pip install -e ".[ray]")')
+    reason = two_hosts.unavailable()
+    if reason is not None:
+        pytest.skip(reason)
+    # Short folders: Ray's unix sockets live under --temp-dir, and a socket path has at most 107 bytes.
+    temp = Path(tempfile.mkdtemp(prefix="fctray", dir="/tmp"))
+    out = tmp_path / "out"
+    out.mkdir()
+    token = temp / "auth_token"
+    token.write_text(secrets.token_hex(32))
+    started = time.perf_counter()
+    try:
+        with two_hosts.two_hosts() as (node0, node1):
+            ray_start(node0, temp / "a", node0, token)
+            ray_start(node1, temp / "b", node0, token)
+            up = time.perf_counter()
+            driver = subprocess.run(node0.command([sys.executable, str(DRIVER), f"{node0.address}:{PORT}", str(out),
+                                                   str(BATCH), backend_name]),
+                                    capture_output=True, text=True, env=environment(token), timeout=240)
+            trained = time.perf_counter()
+    finally:
+        shutil.rmtree(temp, ignore_errors=True)
+    print(f"Ray nodes up in {up - started:.1f} s, job in {trained - up:.1f} s")
+    assert driver.returncode == 0, f"{driver.stdout[-4000:]}\n{driver.stderr[-4000:]}"
+    placed = [json.loads((out / f"ray_{rank}.json").read_text()) for rank in range(2)]
+    ranks = [json.loads((out / f"rank_{rank}.json").read_text()) for rank in range(2)]
+    # one worker per node, rank 0 wherever Ray put it; the master is rank 0's link address
+    assert sorted(seen["node_ip"] for seen in placed) == sorted([node0.address, node1.address]), placed
+    assert placed[0]["node_id"] != placed[1]["node_id"]
+    for rank, (where, seen) in enumerate(zip(placed, ranks)):
+        host, other = (node0, node1) if where["node_ip"] == node0.address else (node1, node0)
+        assert where["variables"]["MASTER_ADDR"] == placed[0]["node_ip"], where
+        assert seen["rank"] == rank and seen["world_size"] == 2
+        assert seen["batches"] == EPOCHS * SAMPLES // (BATCH * 2), seen["batches"]  # its share
+        assert seen["interfaces"]["GLOO_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
+        connections = [tuple(pair) for pair in seen["connections"]]
+        assert any(remote == other.address for _, remote in connections), (rank, connections)
+        assert all(local == host.address for local, _ in connections), (rank, connections)
+    reference = tmp_path / "one_process"
+    reference.mkdir()
+    done = subprocess.run([sys.executable, str(JOB), str(reference), str(BATCH * 2), backend_name],
+                          capture_output=True, text=True, env=job_environment(), timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    expected = json.loads((reference / "rank_0.json").read_text())["weights"]
+    for seen in ranks:
+        for name, value in expected.items():
+            np.testing.assert_allclose(seen["weights"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
