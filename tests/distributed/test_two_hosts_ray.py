@@ -1,9 +1,10 @@
 """Ray across two hosts (network namespaces on this machine: tests/distributed/two_hosts.py): a Ray
 head on node0 (``ray start --head --node-ip-address <node0>``), a worker node joining it from node1
-(``ray start --address <node0>:<port> --node-ip-address <node1>``), 1 CPU each, and a driver on
-node0 fitting Ray Train's ``DataParallelTrainer`` with ``RayBackendConfig`` on 2 workers of 1 CPU
-placed one per node. The hostname resolves to 127.0.0.1 on both hosts. Each worker runs on its own
-node, trains its share of the batches, the weights end equal on both and equal to one process's on
+(``ray start --address <node0>:<port> --node-ip-address <node1>``), 2 CPUs each, and a driver on
+node0 fitting Ray Train's ``DataParallelTrainer`` with ``RayBackendConfig`` twice on one cluster:
+2 workers of 1 CPU placed one per node (``STRICT_SPREAD``), then 4 placed two per node. The
+hostname resolves to 127.0.0.1 on both hosts. Each worker runs on the node it should, trains its
+share of the batches, the weights end equal on both and equal to one process's on
 the global batch, and each worker's gloo interface is its link, its connections leaving from its
 link address, some of them to the other host.
 
@@ -48,12 +49,12 @@ def environment(token: Path) -> dict[str, str]:
     return env
 
 
-def ray_start(host: two_hosts.Host, temp_dir: Path, head: two_hosts.Host, token: Path) -> None:
+def ray_start(host: two_hosts.Host, temp_dir: Path, head: two_hosts.Host, token: Path, cpus: int) -> None:
     """Start ``host``'s Ray node (the head when ``host`` is ``head``); raises with Ray's output if it fails."""
     ray = str(Path(sys.executable).parent / "ray")
     role = (["--head", "--port", str(PORT), "--include-dashboard=false"] if host is head
             else ["--address", f"{head.address}:{PORT}"])
-    command = host.command([ray, "start", *role, "--node-ip-address", host.address, "--num-cpus", "1",
+    command = host.command([ray, "start", *role, "--node-ip-address", host.address, "--num-cpus", str(cpus),
                             "--object-store-memory", OBJECT_STORE, "--temp-dir", str(temp_dir),
                             "--disable-usage-stats"])
     done = subprocess.run(command, capture_output=True, text=True, env=environment(token), timeout=120)
@@ -77,8 +78,8 @@ def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
     started = time.perf_counter()
     try:
         with two_hosts.two_hosts() as (node0, node1):
-            ray_start(node0, temp / "a", node0, token)
-            ray_start(node1, temp / "b", node0, token)
+            ray_start(node0, temp / "a", node0, token, 2)
+            ray_start(node1, temp / "b", node0, token, 2)
             up = time.perf_counter()
             driver = subprocess.run(node0.command([sys.executable, str(DRIVER), f"{node0.address}:{PORT}", str(out),
                                                    str(BATCH), backend_name]),
@@ -88,23 +89,35 @@ def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
         shutil.rmtree(temp, ignore_errors=True)
     print(f"Ray nodes up in {up - started:.1f} s, job in {trained - up:.1f} s")
     assert driver.returncode == 0, f"{driver.stdout[-4000:]}\n{driver.stderr[-4000:]}"
-    placed = [json.loads((out / f"ray_{rank}.json").read_text()) for rank in range(2)]
-    ranks = [json.loads((out / f"rank_{rank}.json").read_text()) for rank in range(2)]
-    # one worker per node, rank 0 wherever Ray put it; the master is rank 0's link address
-    assert sorted(seen["node_ip"] for seen in placed) == sorted([node0.address, node1.address]), placed
-    assert placed[0]["node_id"] != placed[1]["node_id"]
+    for per_node in (1, 2):
+        check_job(out / str(per_node), per_node, node0, node1, tmp_path, backend_name)
+
+
+def check_job(out: Path, per_node: int, node0: two_hosts.Host, node1: two_hosts.Host, tmp_path: Path,
+              backend_name: str) -> None:
+    """The job of ``per_node`` workers per node: placed, trained and connected as it should be."""
+    world = 2 * per_node
+    placed = [json.loads((out / f"ray_{rank}.json").read_text()) for rank in range(world)]
+    ranks = [json.loads((out / f"rank_{rank}.json").read_text()) for rank in range(world)]
+    # per_node workers on each node (rank 0 wherever Ray put it); the master is rank 0's link address
+    ips = sorted(seen["node_ip"] for seen in placed)
+    assert ips == sorted([node0.address, node1.address] * per_node), placed
+    assert len({seen["node_id"] for seen in placed}) == 2, placed
+    for address in (node0.address, node1.address):  # each node's workers: local ranks 0..per_node-1
+        local = sorted(int(seen["variables"]["LOCAL_RANK"]) for seen in placed if seen["node_ip"] == address)
+        assert local == list(range(per_node)), placed
     for rank, (where, seen) in enumerate(zip(placed, ranks)):
         host, other = (node0, node1) if where["node_ip"] == node0.address else (node1, node0)
         assert where["variables"]["MASTER_ADDR"] == placed[0]["node_ip"], where
-        assert seen["rank"] == rank and seen["world_size"] == 2
-        assert seen["batches"] == EPOCHS * SAMPLES // (BATCH * 2), seen["batches"]  # its share
+        assert seen["rank"] == rank and seen["world_size"] == world
+        assert seen["batches"] == EPOCHS * SAMPLES // (BATCH * world), seen["batches"]  # its share
         assert seen["interfaces"]["GLOO_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
         connections = [tuple(pair) for pair in seen["connections"]]
         assert any(remote == other.address for _, remote in connections), (rank, connections)
         assert all(local == host.address for local, _ in connections), (rank, connections)
-    reference = tmp_path / "one_process"
+    reference = tmp_path / f"one_process_{per_node}"
     reference.mkdir()
-    done = subprocess.run([sys.executable, str(JOB), str(reference), str(BATCH * 2), backend_name],
+    done = subprocess.run([sys.executable, str(JOB), str(reference), str(BATCH * world), backend_name],
                           capture_output=True, text=True, env=job_environment(), timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     expected = json.loads((reference / "rank_0.json").read_text())["weights"]
