@@ -63,8 +63,8 @@ def ray_start(host: two_hosts.Host, temp_dir: Path, head: two_hosts.Host, token:
 
 def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
     if backend_name != "torch":
-        pytest.skip("Ray is installed in the torch environment only (paddle's has no ray; oneflow and jittor "
-                    "are covered by test_ray.py on one host)")
+        pytest.skip("torch only: not run across two hosts on paddle/oneflow (paddle's local env had no Ray to try "
+                    "it with; test_ray.py checks them under Ray on one host; jittor cannot run under Ray)")
     pytest.importorskip("ray.train", reason='Ray Train is not installed (pip install -e ".[ray]")')
     reason = two_hosts.unavailable()
     if reason is not None:
