@@ -138,7 +138,7 @@ def test_a_host_lost_mid_epoch_stops_the_survivors_naming_it_and_a_restart_ends_
     nodes[1].communicate()
     output += logs(out)
     assert code != 0, output[-3000:]
-    assert seconds < TIMEOUT + 8, f"node0 stopped {seconds:.1f} s after the cut (collective_timeout={TIMEOUT}): {output[-3000:]}"
+    assert seconds < TIMEOUT + 15, f"node0 stopped {seconds:.1f} s after the cut (collective_timeout={TIMEOUT}): {output[-3000:]}"
     assert "collective timeout" in output, output[-3000:]
     # "Lost: host 10.x.y.2 (vm) (rank 1): no answer within 3 s ..." (the hostname is the same on both here)
     assert re.search(rf"Lost: host {re.escape(node1.address)} (\(\S+\) )?\(rank 1\)", output), output[-3000:]
