@@ -17,7 +17,9 @@ answer (a host lost).
 Saving and loading (:func:`keeps_alive`, around the Trainer's ``save_*``/``load_*``) are long
 phases a rank cannot beat in (one framework call writing a large file): while a rank is in one,
 its limit is :data:`BUSY_LIMIT` (or ``collective_timeout`` if longer), so a slow save on rank 0
-is not a false timeout, and a save that never returns still ends the job.
+is not a false timeout, and a save that never returns still ends the job. Before that phase a rank
+waits for its own queued framework work under ``collective_timeout`` (``comm.settle()``): oneflow runs
+the gradients' all-reduce later, so a lost peer is otherwise first waited for inside the save.
 
 Frameworks with a timeout of their own (torch's process group, paddle's NCCL groups) get
 :func:`framework_timeout` as a backstop for collectives outside ``Trainer.run``; it is longer
@@ -268,6 +270,8 @@ def keeps_alive(method: Method) -> Method:
         heartbeats = getattr(self.driver.comm, "heartbeats", None)
         if heartbeats is None:
             return method(self, *args, **kwargs)
+        if not heartbeats.busy_depth:  # what the rank still waits for (oneflow's queued all-reduce) under its limit
+            self.driver.comm.settle()
         with heartbeats.busy():
             return method(self, *args, **kwargs)
     return wrapper  # type: ignore[return-value]
