@@ -69,6 +69,11 @@ class Collectives:
     def barrier(self) -> None:
         """Wait for every rank; nothing to wait for in one process."""
 
+    def settle(self) -> None:
+        """Wait for this rank's own queued framework work, collectives included (not a collective: no other
+        rank needs to call it). A no-op where collectives return only when done; oneflow's virtual machine
+        runs them later, so a rank first waits for a lost peer wherever it next reads a tensor."""
+
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         """Rank ``src``'s ``obj`` on every rank."""
         return obj

@@ -9,7 +9,9 @@ moved for ``collective_timeout`` seconds (this one waiting for a peer in a colle
 itself, and none busy evaluating meanwhile), it names the ranks that are behind (those that did
 not arrive where the others are), says where this rank's main thread is, and ends the process
 with exit code 1 (``os._exit``: a thread cannot interrupt a collective). Every rank does the
-same, so no rank hangs. In a job over several machines each machine has its own table (a machine is
+same, so no rank hangs. A framework waiting in C++ with the GIL held keeps that thread from running
+(jittor's MPI all-reduce over a lost host): a small watcher process per rank
+(:mod:`~fastcore_train.parallel.hang_report`) then says it from the same table and kills the rank. In a job over several machines each machine has its own table (a machine is
 a hostname and the link address toward the master: :mod:`fastcore_train.parallel.lost_hosts`), and a
 rank that gives up names the other machines by address with their ranks, saying which ones no longer
 answer (a host lost).
@@ -17,7 +19,9 @@ answer (a host lost).
 Saving and loading (:func:`keeps_alive`, around the Trainer's ``save_*``/``load_*``) are long
 phases a rank cannot beat in (one framework call writing a large file): while a rank is in one,
 its limit is :data:`BUSY_LIMIT` (or ``collective_timeout`` if longer), so a slow save on rank 0
-is not a false timeout, and a save that never returns still ends the job.
+is not a false timeout, and a save that never returns still ends the job. Before that phase a rank
+waits for its own queued framework work under ``collective_timeout`` (``comm.settle()``): oneflow runs
+the gradients' all-reduce later, so a lost peer is otherwise first waited for inside the save.
 
 Frameworks with a timeout of their own (torch's process group, paddle's NCCL groups) get
 :func:`framework_timeout` as a backstop for collectives outside ``Trainer.run``; it is longer
@@ -26,11 +30,12 @@ that ours, which names the rank, speaks first.
 """
 from __future__ import annotations
 
+import json
 import logging
 import mmap
 import os
 import shutil
-import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -41,41 +46,22 @@ from functools import wraps
 from typing import Any, Callable, Iterator, Optional, Sequence, TypeVar
 
 from fastcore_train.log import logger
+from fastcore_train.parallel import hang_report
+from fastcore_train.parallel.hang_report import (  # noqa: F401 (the table's words, used by the Trainer and tests)
+    _SLOT, EPOCH_END, EPOCH_STOP_DECISION, EXIT_CODE, START, STEP, STOP_DECISION, TRAIN_END, describe, diagnosis,
+    laggards, progress_key)
 from fastcore_train.parallel.lost_hosts import Place, here, machines, other_machines
 
-#: Exit code of a rank the watchdog ends.
-EXIT_CODE = 1
 #: Extra seconds a framework's own timeout gets over ``collective_timeout`` (see the module docstring).
 FRAMEWORK_MARGIN = 60.0
 #: Seconds a rank may spend saving or loading (:func:`keeps_alive`) without a heartbeat: the former
 #: default collective timeout, so a slow save is never cut shorter than it was.
 BUSY_LIMIT = 1800.0
 
-_SLOT = struct.Struct("<qd")  # progress key, time (time.monotonic: one clock for every process of a machine)
-_PHASES = 8
-#: Progress points, in the order every rank passes them for a batch (see :func:`progress_key`).
-START, STEP, STOP_DECISION, EPOCH_END, EPOCH_STOP_DECISION, TRAIN_END = range(6)
-_PLACES = {START: "the start of training", STEP: "the training step of batch {b}",
-           STOP_DECISION: "the stop decision after batch {b}", EPOCH_END: "the end of the epoch after batch {b}",
-           EPOCH_STOP_DECISION: "the stop decision after the epoch ending with batch {b}",
-           TRAIN_END: "the end of training after batch {b}"}
-
-
 def framework_timeout(collective_timeout: float) -> float:
     """The timeout to give a framework's own process group: ours (at least :data:`BUSY_LIMIT`, as a rank
     waits in a barrier while another saves) plus :data:`FRAMEWORK_MARGIN`."""
     return max(collective_timeout, BUSY_LIMIT) + FRAMEWORK_MARGIN
-
-
-def progress_key(batch: int, point: int) -> int:
-    """A number that grows as a rank moves on: ``batch`` (global, 1-based) and the point within it."""
-    return batch * _PHASES + point
-
-
-def describe(key: int) -> str:
-    """A progress key in words, e.g. "the stop decision after batch 4"."""
-    batch, point = divmod(key, _PHASES)
-    return _PLACES.get(point, "point {p} of batch {b}").format(b=batch, p=point)
 
 
 class Heartbeats:
@@ -89,6 +75,8 @@ class Heartbeats:
         self.key = -1
         #: How many saving or loading phases this rank is in (:meth:`busy`).
         self.busy_depth = 0
+        #: Told ``b"B"``/``b"b"`` when a saving or loading phase starts and ends (the watcher process).
+        self.notify: Callable[[bytes], None] = lambda said: None
 
     @staticmethod
     def create(path: str, world_size: int) -> None:
@@ -108,11 +96,15 @@ class Heartbeats:
     def busy(self) -> Iterator[None]:
         """This rank saves or loads: a long phase without heartbeats (see :data:`BUSY_LIMIT`)."""
         self.busy_depth += 1
+        if self.busy_depth == 1:
+            self.notify(b"B")
         try:
             yield
         finally:
             self.busy_depth -= 1
             self.touch()
+            if not self.busy_depth:
+                self.notify(b"b")
 
     def last_beat(self) -> float:
         return _SLOT.unpack_from(self._map, self._offset)[1]
@@ -123,47 +115,6 @@ class Heartbeats:
 
     def read(self) -> list[tuple[int, float]]:
         return [_SLOT.unpack_from(self._map, rank * _SLOT.size) for rank in range(self.world_size)]
-
-
-def laggards(table: list[tuple[int, float]], ranks: Optional[Sequence[int]] = None) -> list[int]:
-    """The ranks (of ``ranks``, by default all) behind the others (a lower progress key than the most
-    advanced rank's)."""
-    ranks = range(len(table)) if ranks is None else ranks
-    ahead = max(table[rank][0] for rank in ranks)
-    return [rank for rank in ranks if table[rank][0] < ahead]
-
-
-def diagnosis(rank: int, timeout: float, table: Optional[list[tuple[int, float]]], where: str,
-              ranks: Optional[Sequence[int]] = None, elsewhere: str = "") -> str:
-    """What the watchdog of ``rank`` says when it gives up: who did not arrive, and where this rank is.
-
-    ``table`` holds the heartbeats of ``ranks`` (this machine's; by default every rank's); ``elsewhere``
-    what this rank found about the job's other machines (:func:`~fastcore_train.parallel.lost_hosts.other_machines`).
-    """
-    head = (f"[rank {rank}] collective timeout: this rank made no progress for {timeout:g} s "
-            f"(collective_timeout={timeout:g}).")
-    ranks = list(range(len(table))) if ranks is None and table is not None else ranks
-    if table is None or not ranks or len(ranks) == 1:
-        who = elsewhere or "The other ranks run on other machines, so this rank cannot tell which one is behind."
-    else:
-        behind = laggards(table, ranks)
-        now = time.monotonic()
-        if behind:
-            ahead = max(table[r][0] for r in ranks)
-            waiting = [r for r in ranks if r not in behind]
-            who = "; ".join(f"Rank {r} did not arrive: it is still at {describe(table[r][0])} "
-                            f"(reached {now - table[r][1]:.1f} s ago)" for r in behind)
-            who += (f"; rank{'s' if len(waiting) > 1 else ''} {', '.join(map(str, waiting))} reached "
-                    f"{describe(ahead)}.")
-        else:
-            who = (f"Every rank {'of this machine ' if elsewhere else ''}reached {describe(table[ranks[0]][0])}: none is "
-                   "behind at the Trainer's progress points, so a rank is stuck inside that step (its model call, "
-                   "backward, or user code, or a collective with another machine); each rank's report says where "
-                   "its main thread is.")
-        if elsewhere:
-            who += " " + elsewhere
-    return (f"{head} {who} This rank's main thread is at {where}. Ending the job (exit code {EXIT_CODE}); raise "
-            "collective_timeout if a step or an evaluation legitimately takes longer.")
 
 
 def _main_thread_place() -> str:
@@ -189,21 +140,51 @@ class Watchdog:
         self.places, self.master_address = list(places), master_address
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._watch, name="fastcore-train-collective-timeout", daemon=True)
+        self._watcher: Optional[subprocess.Popen] = None
 
     def start(self) -> "Watchdog":
         self.heartbeats.beat(progress_key(0, START))
+        self._start_watcher()
         self._thread.start()
         return self
+
+    def _start_watcher(self) -> None:
+        """The watcher process (:mod:`~fastcore_train.parallel.hang_report`): it speaks when this thread cannot."""
+        args = dict(path=self.heartbeats.path, world_size=self.heartbeats.world_size, rank=self.heartbeats.rank,
+                    ranks=self.ranks if self.shared else [self.heartbeats.rank], timeout=self.timeout,
+                    busy_limit=BUSY_LIMIT, parent=os.getpid(), places=[list(vars(p).values()) for p in self.places],
+                    master_address=self.master_address)
+        try:
+            self._watcher = subprocess.Popen([sys.executable, "-I", "-S", hang_report.__file__, json.dumps(args)],
+                                             stdin=subprocess.PIPE)
+        except OSError as error:  # the thread still watches
+            logger.warning("the collective timeout's watcher process did not start (%s)", error)
+            return
+        self.heartbeats.notify = self._tell
+
+    def _tell(self, said: bytes) -> None:
+        watcher = self._watcher
+        if watcher is not None and watcher.stdin is not None:
+            try:
+                os.write(watcher.stdin.fileno(), said)
+            except (OSError, ValueError):
+                pass
 
     def stop(self) -> None:
         """Stop watching (the end of ``Trainer.run``); the rank that made the table removes it."""
         self._stopped.set()
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            self.heartbeats.notify = lambda said: None
+            watcher.stdin.close()  # type: ignore[union-attr]
+            watcher.wait()
         if self.folder is not None:
             shutil.rmtree(self.folder, ignore_errors=True)
 
     def _watch(self) -> None:
         interval = min(1.0, self.timeout / 10)
         while not self._stopped.wait(interval):
+            self._tell(b"t")
             if self.stuck_for() > self.limit():
                 self._give_up()
 
@@ -218,6 +199,7 @@ class Watchdog:
         return time.monotonic() - latest
 
     def _give_up(self) -> None:
+        self._tell(b"g")  # this thread speaks: the watcher holds off
         elsewhere = ""
         if self.places and len(self.places) > self.heartbeats.rank:
             try:  # a host lost: which other machines still answer (a few seconds at most)
@@ -268,6 +250,8 @@ def keeps_alive(method: Method) -> Method:
         heartbeats = getattr(self.driver.comm, "heartbeats", None)
         if heartbeats is None:
             return method(self, *args, **kwargs)
+        if not heartbeats.busy_depth:  # what the rank still waits for (oneflow's queued all-reduce) under its limit
+            self.driver.comm.settle()
         with heartbeats.busy():
             return method(self, *args, **kwargs)
     return wrapper  # type: ignore[return-value]

@@ -67,3 +67,49 @@ def test_a_rank_that_keeps_making_progress_is_never_ended(tmp_path):
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and "finished" in done.stdout, done.stderr
+
+
+def test_a_rank_whose_main_thread_holds_the_gil_is_ended_by_its_watcher_process(tmp_path):
+    """The main thread "waits in C++ holding the GIL" (a regular expression that backtracks for hours, as
+    jittor's MPI all-reduce waits for a lost host): the watchdog thread cannot run; its watcher process
+    says who is behind and ends the rank, within the limit and its grace."""
+    table = tmp_path / "heartbeats"
+    Heartbeats.create(str(table), 2)
+    script = textwrap.dedent(f"""
+        import re, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from fastcore_train.parallel.watchdog import STEP, STOP_DECISION, Heartbeats, Watchdog, progress_key
+        behind = Heartbeats({str(table)!r}, 2, 1)
+        behind.beat(progress_key(3, STEP))
+        waiting = Heartbeats({str(table)!r}, 2, 0)
+        watchdog = Watchdog(waiting, timeout=1.0, shared=True, folder=None).start()
+        waiting.beat(progress_key(3, STOP_DECISION))
+        time.sleep(0.5)
+        re.match(r"(a+)+$", "a" * 60 + "b")  # holds the GIL far longer than the test
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        _, stderr = process.communicate(timeout=30)
+    finally:
+        process.kill()
+    assert process.returncode == -9, stderr
+    assert "[rank 0] collective timeout" in stderr
+    assert "Rank 1 did not arrive: it is still at the training step of batch 3" in stderr
+    assert "holds Python's GIL" in stderr and "watcher process" in stderr
+
+
+def test_the_watcher_process_ends_with_the_watch(tmp_path):
+    table = tmp_path / "heartbeats"
+    Heartbeats.create(str(table), 1)
+    script = textwrap.dedent(f"""
+        import sys
+        sys.path.insert(0, {str(ROOT)!r})
+        from fastcore_train.parallel.watchdog import Heartbeats, Watchdog
+        watchdog = Watchdog(Heartbeats({str(table)!r}, 1, 0), timeout=5.0, shared=True, folder=None).start()
+        watcher = watchdog._watcher
+        watchdog.stop()
+        print(watcher.returncode)
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0 and done.stdout.split() == ["0"], done.stderr

@@ -81,6 +81,9 @@ class OneflowCollectives(Collectives):
     def barrier(self) -> None:
         flow.comm.barrier()
 
+    def settle(self) -> None:
+        flow._oneflow_internal.eager.Sync()  # the instructions queued so far, the gradients' all-reduce too
+
     def all_gather_object(self, obj: Any) -> list[Any]:
         payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self.device)
         size = flow.tensor([payload.numel()], dtype=flow.int64, device=self.device)

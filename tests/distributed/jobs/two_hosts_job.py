@@ -84,6 +84,30 @@ def paddle_parts(batch: int):
     return model, loader, paddle.optimizer.SGD(learning_rate=0.05, parameters=model.parameters())
 
 
+def jittor_parts(batch: int):
+    import jittor as jt
+    from jittor.dataset import Dataset
+
+    class Samples(Dataset):
+        def __init__(self):
+            super().__init__()
+            self.set_attrs(total_len=len(SAMPLES), batch_size=batch, shuffle=True)
+
+        def __getitem__(self, index):
+            return SAMPLES[index], np.asarray(SAMPLES[index].sum(-1))
+
+    class Regression(jt.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = jt.nn.Linear(8, 1)
+
+        def train_step(self, x, y):
+            return {"loss": jt.nn.mse_loss(self.linear(x).squeeze(-1), y)}
+
+    model = Regression()
+    return model, Samples(), jt.optim.SGD(model.parameters(), lr=0.05)
+
+
 class Connections(Callback):
     """The TCP connections this rank holds at its first epoch's end (its framework's transports are up)."""
 
