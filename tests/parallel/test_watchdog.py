@@ -26,12 +26,11 @@ def test_when_no_rank_is_behind_the_report_says_so():
     assert "Every rank reached the training step of batch 2" in text and "x.py:1 in f" in text
 
 
-def test_a_waiting_rank_names_the_rank_that_did_not_arrive(tmp_path):
-    """Rank 0 reached the stop decision after batch 3 and waits; rank 1's slot stayed at the step of batch 3."""
-    table = tmp_path / "heartbeats"
-    Heartbeats.create(str(table), 2)
-    script = textwrap.dedent(f"""
-        import sys, time
+def waiting_rank(table, then: str) -> str:
+    """A script: rank 1's slot stays at the step of batch 3, rank 0 (watched, limit 1 s) reaches the stop
+    decision after it and then does ``then`` (waits "in a collective")."""
+    return textwrap.dedent(f"""
+        import re, sys, time
         sys.path.insert(0, {str(ROOT)!r})
         from fastcore_train.parallel.watchdog import STEP, STOP_DECISION, Heartbeats, Watchdog, progress_key
         behind = Heartbeats({str(table)!r}, 2, 1)
@@ -39,6 +38,14 @@ def test_a_waiting_rank_names_the_rank_that_did_not_arrive(tmp_path):
         waiting = Heartbeats({str(table)!r}, 2, 0)
         watchdog = Watchdog(waiting, timeout=1.0, shared=True, folder=None).start()
         waiting.beat(progress_key(3, STOP_DECISION))
+    """) + textwrap.dedent(then)
+
+
+def test_a_waiting_rank_names_the_rank_that_did_not_arrive(tmp_path):
+    """Rank 0 reached the stop decision after batch 3 and waits; rank 1's slot stayed at the step of batch 3."""
+    table = tmp_path / "heartbeats"
+    Heartbeats.create(str(table), 2)
+    script = waiting_rank(table, """
         time.sleep(60)  # "waiting in a collective"
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
@@ -75,15 +82,7 @@ def test_a_rank_whose_main_thread_holds_the_gil_is_ended_by_its_watcher_process(
     says who is behind and ends the rank, within the limit and its grace."""
     table = tmp_path / "heartbeats"
     Heartbeats.create(str(table), 2)
-    script = textwrap.dedent(f"""
-        import re, sys, time
-        sys.path.insert(0, {str(ROOT)!r})
-        from fastcore_train.parallel.watchdog import STEP, STOP_DECISION, Heartbeats, Watchdog, progress_key
-        behind = Heartbeats({str(table)!r}, 2, 1)
-        behind.beat(progress_key(3, STEP))
-        waiting = Heartbeats({str(table)!r}, 2, 0)
-        watchdog = Watchdog(waiting, timeout=1.0, shared=True, folder=None).start()
-        waiting.beat(progress_key(3, STOP_DECISION))
+    script = waiting_rank(table, """
         time.sleep(0.5)
         re.match(r"(a+)+$", "a" * 60 + "b")  # holds the GIL far longer than the test
     """)
