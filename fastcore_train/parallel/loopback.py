@@ -91,6 +91,19 @@ def choose_interfaces(names: Sequence[str], master_host: Optional[str], world_si
     return chosen
 
 
+def choose_interfaces_from_environment(names: Sequence[str], world_size: int, master_variable: str = "MASTER_ADDR",
+                                       local_size_variable: str = "LOCAL_WORLD_SIZE",
+                                       environ: MutableMapping[str, str] = os.environ) -> dict[str, str]:
+    """:func:`choose_interfaces` with the master and the local world size read from a launcher's variables
+    (``master_variable`` may be ``HOST`` or ``HOST:PORT``, as paddle's ``PADDLE_MASTER``); what each backend
+    calls before its ranks meet."""
+    master = environ.get(master_variable, "")
+    if master.count(":") == 1:
+        master = master.rsplit(":", 1)[0]
+    local = environ.get(local_size_variable, "")
+    return choose_interfaces(names, master or None, world_size, int(local) if local.isdigit() else None, environ)
+
+
 def mpi_one_machine_settings(environ: Mapping[str, str]) -> dict[str, str]:
     """Open MPI settings for ranks that all run on this machine, those the user has not set.
 

@@ -48,3 +48,17 @@ def test_mpi_ranks_on_one_machine_leave_tcp_out_unless_the_user_chose():
     across = {"OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_SIZE": "2"}
     assert keep_mpi_rank_off_tcp(across) == {} and "OMPI_MCA_btl" not in across
     assert keep_mpi_rank_off_tcp({}) == {}
+
+
+def test_each_launchers_variables_choose_the_same_way():
+    """torch's and oneflow's MASTER_ADDR/LOCAL_WORLD_SIZE and paddle's PADDLE_MASTER (with its port) and
+    PADDLE_LOCAL_SIZE lead to the same choice; a value the user set is kept."""
+    from fastcore_train.parallel.loopback import choose_interfaces_from_environment, loopback_interface
+
+    torch_like = {"MASTER_ADDR": "127.0.0.1", "LOCAL_WORLD_SIZE": "2"}
+    assert choose_interfaces_from_environment(["GLOO_SOCKET_IFNAME"], 2, environ=torch_like) == \
+        {"GLOO_SOCKET_IFNAME": loopback_interface()}
+    paddle_like = {"PADDLE_MASTER": "127.0.0.1:8090", "PADDLE_LOCAL_SIZE": "2", "NCCL_SOCKET_IFNAME": "eth7"}
+    chosen = choose_interfaces_from_environment(["GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME"], 2, "PADDLE_MASTER",
+                                                "PADDLE_LOCAL_SIZE", environ=paddle_like)
+    assert chosen == {"GLOO_SOCKET_IFNAME": loopback_interface()} and paddle_like["NCCL_SOCKET_IFNAME"] == "eth7"

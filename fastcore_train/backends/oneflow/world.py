@@ -8,7 +8,6 @@ is imported, and builds its process-wide environment from them; a plain process 
 """
 from __future__ import annotations
 
-import os
 import pickle
 from typing import Any, Optional, Sequence
 
@@ -16,7 +15,7 @@ import oneflow as flow
 
 from fastcore_train.drivers.collectives import Collectives
 from fastcore_train.parallel.launch import free_port
-from fastcore_train.parallel.loopback import choose_interfaces
+from fastcore_train.parallel.loopback import choose_interfaces_from_environment
 from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, RankFacts
 from fastcore_train.parallel.slurm import SlurmLaunchError, slurm_facts
 
@@ -53,9 +52,7 @@ INTERFACE_VARIABLES = ("NCCL_SOCKET_IFNAME",)
 def choose_transport_interface(world_size: int) -> dict[str, str]:
     """Before the first collective: NCCL binds to the loopback interface when every rank is on this machine,
     else to the interface of the route toward ``MASTER_ADDR``, unless the user set its variable (issue 39)."""
-    local = os.environ.get("LOCAL_WORLD_SIZE", "")
-    return choose_interfaces(INTERFACE_VARIABLES, os.environ.get("MASTER_ADDR"), world_size,
-                             int(local) if local.isdigit() else None)
+    return choose_interfaces_from_environment(INTERFACE_VARIABLES, world_size)
 
 
 def launch_environments(world_size: int) -> list[dict[str, str]]:

@@ -23,7 +23,7 @@ from fastcore_train.drivers.backend_options import check_backend_options
 from fastcore_train.drivers.collectives import ObjectCollectives
 from fastcore_train.drivers.model_calls import DataParallelCalls, method_dispatch_class
 from fastcore_train.parallel.environment import RankFacts
-from fastcore_train.parallel.loopback import choose_interfaces
+from fastcore_train.parallel.loopback import choose_interfaces_from_environment
 from fastcore_train.parallel.reach import joined_within, too_few_joined, wait_for_master
 from fastcore_train.parallel.watchdog import framework_timeout
 
@@ -37,9 +37,7 @@ def keep_transports_on_loopback(world_size: int) -> dict[str, str]:
     loopback ``PADDLE_MASTER``, or paddle's launcher says all ranks are local), else to the interface of
     the route toward the master, unless the user set their variables (issue 39). Paddle's TCP store itself listens on every interface whatever is set
     (docs/security.md)."""
-    master = os.environ.get("PADDLE_MASTER", "").rsplit(":", 1)[0] or None
-    local = os.environ.get("PADDLE_LOCAL_SIZE", "")
-    return choose_interfaces(INTERFACE_VARIABLES, master, world_size, int(local) if local.isdigit() else None)
+    return choose_interfaces_from_environment(INTERFACE_VARIABLES, world_size, "PADDLE_MASTER", "PADDLE_LOCAL_SIZE")
 
 
 def _fleet_grad_scaler(**gradscaler_kwargs: Any) -> Any:

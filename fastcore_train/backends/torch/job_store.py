@@ -20,7 +20,7 @@ from typing import Optional
 
 import torch.distributed as dist
 
-from fastcore_train.parallel.loopback import choose_interfaces, loopback_address
+from fastcore_train.parallel.loopback import choose_interfaces_from_environment, loopback_address
 from fastcore_train.parallel.reach import too_few_joined, wait_for_master
 from fastcore_train.parallel.route import interface_with
 
@@ -28,16 +28,11 @@ from fastcore_train.parallel.route import interface_with
 INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IFNAME")
 
 
-def _local_world_size() -> Optional[int]:
-    value = os.environ.get("LOCAL_WORLD_SIZE", "")
-    return int(value) if value.isdigit() else None
-
-
 def choose_transport_interfaces(world_size: int) -> dict[str, str]:
     """Before ``init_process_group``: gloo/NCCL/TensorPipe bind to the loopback interface when every rank
     is on this machine, else to the interface of the route toward ``MASTER_ADDR``, unless the user set
     their variables; returns what was set."""
-    return choose_interfaces(INTERFACE_VARIABLES, os.environ.get("MASTER_ADDR"), world_size, _local_world_size())
+    return choose_interfaces_from_environment(INTERFACE_VARIABLES, world_size)
 
 
 def _listen_address(host: str) -> Optional[str]:
