@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -56,3 +58,15 @@ def test_models_bench_runs_every_model_and_the_races_are_fair(backend_name):
     else:
         assert "[cnn] bit-identical weights (trainer vs hand): NO (trainer differ" in out, out
         assert "[cnn] bit-identical weights with dropout off (trainer vs hand): yes" in out, out
+
+
+def test_jittor_workers_bench_runs_one_round_with_the_same_weights(backend_name):
+    """bench/jittor_workers.py: the Trainer's loader workers against jittor's own and against none."""
+    if backend_name != "jittor":
+        pytest.skip("loader workers of a jittor Dataset: jittor only")
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "jittor_workers.py"), "--backend", "jittor", "--rounds", "1",
+         "--batches", "2", "--warmup", "0"], capture_output=True, text=True, cwd=str(ROOT), timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "trainer/hand with 2 workers:" in done.stdout, done.stdout
+    assert "Trainer's weights with workers and without: identical" in done.stdout, done.stdout
