@@ -19,38 +19,46 @@ from typing import Callable, Sequence
 Epoch = Callable[[], None]
 
 
-def timed(fn: Epoch, finish: Callable[[], None] = lambda: None) -> tuple[float, float]:
-    """Wall and process-CPU seconds of ``fn()`` plus ``finish()`` (queued work), prints discarded."""
+def timed(fn: Epoch, finish: Callable[[], None] = lambda: None) -> tuple[float, float, float]:
+    """Wall, process-CPU and calling-thread-CPU seconds of ``fn()`` plus ``finish()`` (queued work),
+    prints discarded. The calling thread's CPU shows a loop that spins while it waits for the
+    framework's worker threads (a busy wait takes a core from them on a small machine)."""
     gc.collect()
     with open(os.devnull, "w") as sink, contextlib.redirect_stdout(sink):  # the raw bar's lines
-        wall, cpu = time.perf_counter(), time.process_time()
+        wall, cpu, thread = time.perf_counter(), time.process_time(), time.thread_time()
         fn()
         finish()
-        return time.perf_counter() - wall, time.process_time() - cpu
+        return time.perf_counter() - wall, time.process_time() - cpu, time.thread_time() - thread
+
+
+Times = dict[str, list[float]]
 
 
 def interleave(contenders: dict[str, Epoch], rounds: int, warmup: int,
-               finish: Callable[[], None] = lambda: None) -> tuple[dict[str, list[float]], dict[str, list[float]]]:
+               finish: Callable[[], None] = lambda: None) -> tuple[Times, Times, Times]:
     """Run every contender ``warmup`` untimed then ``rounds`` timed times, interleaved.
 
     The order rotates each round and reverses every other round, so drift in machine speed hits
-    every contender alike. Returns per-contender lists of wall and CPU seconds, one per round.
+    every contender alike. Returns per-contender lists of wall, process-CPU and main-thread-CPU
+    seconds, one per round.
     """
     for _ in range(warmup):
         for epoch in contenders.values():
             timed(epoch, finish)
     names = list(contenders)
-    walls: dict[str, list[float]] = {name: [] for name in names}
-    cpus: dict[str, list[float]] = {name: [] for name in names}
+    walls: Times = {name: [] for name in names}
+    cpus: Times = {name: [] for name in names}
+    threads: Times = {name: [] for name in names}
     for r in range(rounds):
         order = names[r % len(names):] + names[:r % len(names)]
         if r % 2:
             order.reverse()
         for name in order:
-            wall, cpu = timed(contenders[name], finish)
+            wall, cpu, thread = timed(contenders[name], finish)
             walls[name].append(wall)
             cpus[name].append(cpu)
-    return walls, cpus
+            threads[name].append(thread)
+    return walls, cpus, threads
 
 
 def per_round(times: Sequence[float], base: Sequence[float]) -> list[float]:
@@ -58,18 +66,22 @@ def per_round(times: Sequence[float], base: Sequence[float]) -> list[float]:
     return [t / b for t, b in zip(times, base)]
 
 
-def print_table(walls: dict[str, list[float]], cpus: dict[str, list[float]], batches: int, base: str = "hand") -> None:
-    """Median and min per round, us per batch, and the ratios to ``base`` (wall and CPU)."""
+def print_table(walls: Times, cpus: Times, batches: int, base: str = "hand", threads: Times | None = None) -> None:
+    """Median and min per round, us per batch, the ratios to ``base`` (wall and CPU) and, given
+    ``threads``, the main thread's CPU per batch."""
     print(f"  {'contender':<16} {'median ms/round':>16} {'min ms/round':>13} {'us/batch':>9} {'vs hand':>8} "
-          f"{'cpu vs hand':>12}")
+          f"{'cpu vs hand':>12}" + (f" {'main cpu us/batch':>18}" if threads else ""))
     base_med = statistics.median(walls[base])
     for name in walls:
         med = statistics.median(walls[name])
         cpu = statistics.median(per_round(cpus[name], cpus[base]))
+        main = f" {1e6 * statistics.median(threads[name]) / batches:18.1f}" if threads else ""
         print(f"  {name:<16} {1e3 * med:16.1f} {1e3 * min(walls[name]):13.1f} "
-              f"{1e6 * med / batches:9.1f} {med / base_med:8.3f} {cpu:12.3f}")
+              f"{1e6 * med / batches:9.1f} {med / base_med:8.3f} {cpu:12.3f}{main}")
     print("  (vs hand: ratio of median wall times; cpu vs hand: median per-round ratio of process CPU time,\n"
-          "   which other processes on the machine disturb less)")
+          "   which other processes on the machine disturb less" +
+          ("; main cpu: the CPU of the thread running the loop,\n   median per round, per batch" if threads else "")
+          + ")")
 
 
 def ratio_line(name: str, walls: dict[str, list[float]], batches: int, base: str = "hand", note: str = "") -> float:

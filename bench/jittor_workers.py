@@ -110,8 +110,8 @@ def main(argv: Any = None) -> int:
           f"{workloads.per_sample_ms(workloads.get('loader')):.2f} ms of numpy + {args.sleep_ms:g} ms of sleep per "
           f"sample, {args.workers} workers, {os.cpu_count()} cores, {args.rounds} rounds (+{args.warmup} warm-up)")
     epochs, models = contenders(hands, args)
-    walls, cpus = _rounds.interleave(epochs, args.rounds, args.warmup, hands.finish)
-    _rounds.print_table(walls, cpus, args.batches)
+    walls, cpus, threads = _rounds.interleave(epochs, args.rounds, args.warmup, hands.finish)
+    _rounds.print_table(walls, cpus, args.batches, threads=threads)
     ratio = _rounds.ratio_line("trainer", walls, args.batches)
     _rounds.ratio_line("trainer", walls, args.batches, base="hand-kept",
                        note="(against jittor's workers kept between rounds: they load ahead while others run)")

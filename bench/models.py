@@ -149,7 +149,7 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
     contenders, models, hand_loader, trainer = contenders_for(hands, workload, batches, extra=extra)
     if batches > 1:
         contenders.update(fixed_cost_contenders(hands, workload))
-    walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
+    walls, cpus, threads = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     unequal = unequal_to_hand(hands, models)
     fair = "trainer" not in unequal and "hand-again" not in unequal
     note = getattr(hands, "DROPOUT_NOTE", "") if draws else ""
@@ -160,7 +160,7 @@ def race(hands: Any, args: argparse.Namespace, name: str) -> dict[str, Any]:
         print(f"[{name}] per-sample work in __getitem__: {workloads.per_sample_ms(workload):.2f} ms "
               "(in this process)")
     print(f"[{name}] hand loader: {loader_line(hands, hand_loader)}; Trainer's loader: {loader_line(hands, trainer.dataloader)}")
-    _rounds.print_table(walls, cpus, batches)
+    _rounds.print_table(walls, cpus, batches, threads=threads)
     control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
     ratio = _rounds.ratio_line("trainer", walls, batches)
     for extra_name in extra:

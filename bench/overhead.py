@@ -235,7 +235,7 @@ def main(argv: Any = None) -> int:
             hands, loader(), *models["trainer+logs"], "raw",
             [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
 
-    walls, cpus = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
+    walls, cpus, threads = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
     unequal = [name for name in contenders if not same_weights(hands, models["hand"][0], models[name][0])]
     fair = "trainer" not in unequal and "hand-again" not in unequal
@@ -251,7 +251,7 @@ def main(argv: Any = None) -> int:
           f"(batch sampler {type(getattr(hand_loader, 'batch_sampler', None)).__name__}), "
           f"Trainer's batch sampler: {type(getattr(bare_trainer.dataloader, 'batch_sampler', None)).__name__}")
     print()
-    _rounds.print_table(walls, cpus, batches)
+    _rounds.print_table(walls, cpus, batches, threads=threads)
     print()
     control = _rounds.ratio_line("hand-again", walls, batches, note="(A/A control: the noise floor)")
     ratio = _rounds.ratio_line("trainer", walls, batches)

@@ -5,6 +5,7 @@ walks the dicts, lists and tuples around them.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import oneflow as flow
@@ -25,7 +26,23 @@ def _tensor_to_numeric(tensor: flow.Tensor) -> Any:
     return tensor.item() if tensor.numel() == 1 else tensor.cpu().numpy().tolist()
 
 
+def _after_queued_work(read: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """``read`` after a sleeping wait for the work oneflow's VM has queued so far.
+
+    A read (``item()``, ``numpy()``) waits behind every queued instruction, and oneflow 0.9 spends
+    that wait spinning on the calling thread (``BlockingThenBusy``: a spin counter after the
+    blocking one). The VM's scheduler spins too while work is queued, so the read's spin took a
+    core from the worker thread computing the queue: Trainer epochs that ended with a read ran up to
+    1.5x a hand loop's time on 2 cores (bench/models.py). ``eager.Sync()`` waits on a condition
+    variable with the GIL released; the read that follows finds nothing queued.
+    """
+    def read_settled(data: Any) -> Any:
+        flow._oneflow_internal.eager.Sync()
+        return read(data)
+    return read_settled
+
+
 _READER = TensorReader(flow.Tensor, to_number=_tensor_to_numeric)
-to_numeric = _READER.to_numeric
-to_numpy = _READER.to_numpy
+to_numeric = _after_queued_work(_READER.to_numeric)
+to_numpy = _after_queued_work(_READER.to_numpy)
 requires_grad = _READER.requires_grad
