@@ -156,7 +156,8 @@ def listening_sockets(pids: Iterable[int]) -> set[Listening]:
     found: set[Listening] = set()
     tables: dict[str, dict[str, tuple[str, str, int]]] = {}
     for pid in pids:
-        inodes = _socket_inodes(pid)
+        command = _command(pid)  # read first: a process that ends meanwhile is left out, never listed as "?"
+        inodes = _socket_inodes(pid) if command != "?" else set()
         if not inodes:
             continue
         try:
@@ -167,7 +168,7 @@ def listening_sockets(pids: Iterable[int]) -> set[Listening]:
             tables[namespace] = _listening_table(pid)
         for inode in inodes & tables[namespace].keys():
             protocol, address, port = tables[namespace][inode]
-            found.add(Listening(protocol, address, port, pid, _command(pid)))
+            found.add(Listening(protocol, address, port, pid, command))
     return found
 
 

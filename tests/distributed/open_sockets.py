@@ -15,8 +15,8 @@ from tests.distributed.listening import Listening, describe
 
 @dataclass(frozen=True)
 class Place:
-    """Where a job's sockets were listed: its first process (one machine; across hosts the host's launcher,
-    if any), which host of two (0: the master's), that host's own link address and how many ranks run there."""
+    """Where a job's sockets were listed: its first process (one machine), or which host of two (0: the
+    master's), that host's own link address and how many ranks run there."""
 
     root: Optional[int] = None
     node: int = 0
@@ -85,11 +85,6 @@ def _rank(listening: Listening, place: Place) -> bool:
     return listening.command.startswith("python")
 
 
-_PADDLE_STORE = OpenByFramework("node0's rank 0: the job's TCP store at PADDLE_MASTER's port (paddle 3.3 binds it to "
-                                "0.0.0.0 whatever address it is given)",
-                                lambda listening, place: place.node == 0 and _rank(listening, place)
-                                and listening.address == "0.0.0.0", 1)
-
 #: One machine, per backend and way of starting ("self", "launch", "launcher"): what stays open beyond loopback.
 OPEN_BY_FRAMEWORK: dict[tuple[str, str], tuple[OpenByFramework, ...]] = {
     ("torch", "launcher"): (OpenByFramework("torchrun's agent: its rendezvous and worker TCP stores (torch's "
@@ -112,19 +107,22 @@ OPEN_BY_FRAMEWORK: dict[tuple[str, str], tuple[OpenByFramework, ...]] = {
 #: what stays open beyond loopback and each host's own link address (docs/security.md, "Across machines").
 OPEN_ACROSS_HOSTS: dict[tuple[str, str], tuple[OpenByFramework, ...]] = {
     # torch under srun: rank 0's store on the master's link (fastcore_train binds it), gloo on each host's link: nothing.
+    # Matched by host and address, not by process: a process just forked holds its parent's sockets until it
+    # execs; each socket counts once (its address and port), so one opened by anything else still fails.
     ("torch", "launcher"): (
         OpenByFramework("node0's torchrun agent: the static rendezvous's TCP store at --master_port, which the workers "
                         "use as their store too (torch's TCPStore server binds the wildcard address; torchrun has no "
                         "bind option)",
-                        lambda listening, place: place.node == 0 and wildcard(listening)
-                        # a worker just forked from the agent holds its socket for a moment (comm still pt_elastic)
-                        and (listening.pid == place.root or listening.command == "pt_elastic"), 1),),
+                        lambda listening, place: place.node == 0 and wildcard(listening), 1),),
     ("paddle", "launcher"): (
-        OpenByFramework("node0's paddle launcher: the launchers' meeting point at --master's port (KVServer binds '')",
-                        lambda listening, place: place.node == 0 and listening.pid == place.root
-                        and listening.address == "0.0.0.0", 1),
-        _PADDLE_STORE),
-    ("paddle", "slurm"): (_PADDLE_STORE,),
+        OpenByFramework("node0's paddle launcher: the launchers' meeting point at --master's port (KVServer binds ''), "
+                        "and rank 0's TCP store at PADDLE_MASTER's port (paddle 3.3 binds it to 0.0.0.0 whatever "
+                        "address it is given)",
+                        lambda listening, place: place.node == 0 and listening.address == "0.0.0.0", 2),),
+    ("paddle", "slurm"): (
+        OpenByFramework("node0's rank 0: the job's TCP store at PADDLE_MASTER's port (paddle 3.3 binds it to 0.0.0.0 "
+                        "whatever address it is given)",
+                        lambda listening, place: place.node == 0 and listening.address == "0.0.0.0", 1),),
     ("oneflow", "launcher"): (
         OpenByFramework("each rank's oneflow 0.9 ports, on every interface with no setting for the address: its "
                         "control (gRPC) port on [::], rank 0's the bootstrap port (--master_port), and, as the ranks "
@@ -148,17 +146,17 @@ def check_one_machine(backend: str, way: str, sockets: Iterable[Listening], root
     assert not found, "\n".join(found)
 
 
-def check_two_hosts(backend: str, way: str, seen: Sequence[Iterable[Listening]], links: Sequence[str], per_node: int,
-                    roots: Sequence[Optional[int]] = (None, None)) -> None:
+def check_two_hosts(backend: str, way: str, seen: Sequence[Iterable[Listening]], links: Sequence[str],
+                    per_node: int) -> None:
     """A job on two hosts (``seen[n]``: what host n's processes listened on, ``links[n]``: its link address,
-    ``roots[n]``: its launcher's pid): only loopback and the host's own link address, beyond what
+    ``per_node`` ranks on each): only loopback and the host's own link address, beyond what
     ``OPEN_ACROSS_HOSTS`` names; every problem on both hosts in one failure."""
     allowed = OPEN_ACROSS_HOSTS.get((backend, way), ())
     found = []
-    for node, (sockets, link, root) in enumerate(zip(seen, links, roots)):
+    for node, (sockets, link) in enumerate(zip(seen, links)):
         sockets = set(sockets)
         print(f"{backend} ({way}), node{node} ({link}):\n{describe(sockets)}")  # for `pytest -rP`
         if not sockets:
             found.append(f"{backend} ({way}): nothing seen listening on node{node}: the listing does not see the job")
-        found += problems(f"{backend} ({way}) on node{node}", sockets, Place(root, node, link, per_node), allowed)
+        found += problems(f"{backend} ({way}) on node{node}", sockets, Place(node=node, link=link, ranks=per_node), allowed)
     assert not found, "\n".join(found)
