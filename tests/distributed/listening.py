@@ -13,7 +13,7 @@ import os
 import socket
 import threading
 from dataclasses import dataclass
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional, Union
 
 _TCP_LISTEN = "0A"
 _TCP_ESTABLISHED = "01"
@@ -74,6 +74,24 @@ def process_tree(root: int) -> list[int]:
         tree.append(pid)
         todo.extend(children.get(pid, []))
     return tree
+
+
+def processes_in_namespace(namespace: str) -> list[int]:
+    """Every process alive now in the network namespace ``namespace`` (a name under ``/run/netns``, as
+    ``ip netns add`` makes it): a simulated host's processes, whoever started them."""
+    try:
+        inode = os.stat(f"/run/netns/{namespace}").st_ino
+    except OSError:
+        return []
+    wanted, found = f"net:[{inode}]", []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                if os.readlink(f"/proc/{entry}/ns/net") == wanted:
+                    found.append(int(entry))
+            except OSError:
+                continue
+    return found
 
 
 def _socket_inodes(pid: int) -> set[str]:
@@ -138,7 +156,8 @@ def listening_sockets(pids: Iterable[int]) -> set[Listening]:
     found: set[Listening] = set()
     tables: dict[str, dict[str, tuple[str, str, int]]] = {}
     for pid in pids:
-        inodes = _socket_inodes(pid)
+        command = _command(pid)  # read first: a process that ends meanwhile is left out, never listed as "?"
+        inodes = _socket_inodes(pid) if command != "?" else set()
         if not inodes:
             continue
         try:
@@ -149,23 +168,25 @@ def listening_sockets(pids: Iterable[int]) -> set[Listening]:
             tables[namespace] = _listening_table(pid)
         for inode in inodes & tables[namespace].keys():
             protocol, address, port = tables[namespace][inode]
-            found.add(Listening(protocol, address, port, pid, _command(pid)))
+            found.add(Listening(protocol, address, port, pid, command))
     return found
 
 
 class SocketWatch:
-    """Lists the listening sockets of the process tree under ``root`` every ``every`` seconds from
-    :meth:`start` to :meth:`stop`, so that sockets open only for a moment (a rendezvous) are seen too.
+    """Lists the listening sockets of the process tree under ``root`` (or of the processes ``root()``
+    returns, e.g. a host's: :func:`processes_in_namespace`) every ``every`` seconds from :meth:`start` to
+    :meth:`stop`, so that sockets open only for a moment (a rendezvous) are seen too.
     ``seen``: every socket found; :meth:`now`: a listing taken at once."""
 
-    def __init__(self, root: int, every: float = 0.05) -> None:
+    def __init__(self, root: Union[int, Callable[[], Iterable[int]]], every: float = 0.05) -> None:
         self.root, self.every = root, every
+        self._processes = root if callable(root) else (lambda: process_tree(root))
         self.seen: set[Listening] = set()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="socket-watch", daemon=True)
 
     def now(self) -> set[Listening]:
-        sockets = listening_sockets(process_tree(self.root))
+        sockets = listening_sockets(self._processes())
         self.seen |= sockets
         return sockets
 

@@ -1,5 +1,5 @@
 """A job's master across two hosts (tests/distributed/two_hosts.py), with ranks started as srun starts
-them (one task per node, srun's variables): reached, a torch job listens only on the master's link; out
+them (one task per node, srun's variables): reached, a torch job listens only on each host's link; out
 of reach, every rank stops within ``collective_timeout`` with an error naming the address, the interface
 tried and what to check, never a silent wait (issue 39). Torch and paddle: their ranks meet in a store
 our driver reaches first; jittor's meet through mpirun and oneflow's through its launcher.
@@ -16,7 +16,8 @@ import pytest
 
 from tests.distributed import two_hosts
 from tests.distributed.launchers import job_environment
-from tests.distributed.listening import SocketWatch, describe
+from tests.distributed.listening import describe
+from tests.distributed.open_sockets import check_two_hosts
 
 pytestmark = pytest.mark.distributed
 
@@ -72,18 +73,17 @@ def test_ranks_on_two_hosts_meet_and_listen_only_on_the_masters_link(backend_nam
     if backend_name != "torch":
         pytest.skip("paddle's store listens on every interface (docs/security.md)")
     (node0, node1), _ = hosts
-    ranks = [start_rank(backend_name, hosts, node, node0.address, 29611, tmp_path, PATIENT) for node in (0, 1)]
-    watch = SocketWatch(ranks[0].pid).start()
-    ends = [ended(process, node) for process, node in zip(ranks, (node0, node1))]
-    seen = watch.stop()
+    with two_hosts.watching((node0, node1)) as watches:
+        ranks = [start_rank(backend_name, hosts, node, node0.address, 29611, tmp_path, PATIENT) for node in (0, 1)]
+        ends = [ended(process, node) for process, node in zip(ranks, (node0, node1))]
     for rank, (code, stderr, _) in enumerate(ends):
         assert code == 0, f"rank {rank}: {stderr[-3000:]}"
     assert [json.loads((tmp_path / f"rank_{rank}.json").read_text())["world_size"] for rank in (0, 1)] == [2, 2]
+    seen = watches[0].seen
     store = [listening for listening in seen if listening.port == 29611]
     assert store, f"rank 0's store was never seen listening:\n{describe(seen)}"
-    elsewhere = [listening for listening in seen if listening.address not in (node0.address, f"::ffff:{node0.address}")
-                 and not listening.loopback]
-    assert not elsewhere, f"listening beyond the link toward the master ({node0.address}):\n{describe(elsewhere)}"
+    assert all(listening.address in (node0.address, f"::ffff:{node0.address}") for listening in store), describe(store)
+    check_two_hosts(backend_name, "slurm", [watch.seen for watch in watches], [node0.address, node1.address], 1)
 
 
 def test_a_master_out_of_reach_is_a_clear_error_on_every_host_within_the_timeout(backend_name, hosts, tmp_path):

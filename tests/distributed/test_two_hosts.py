@@ -4,7 +4,9 @@ torchrun, paddle's launcher, oneflow's launcher. The hostname resolves to 127.0.
 rank that advertised it could not be reached (gloo's "connectFullMesh failed ...
 remote=[127.0.0.1]"): the ranks take the interface of their route toward the master. Each rank
 trains its share of the batches, the weights end equal on every rank and equal to one process's
-on the global batch, and the ranks' connections cross the link, none loopback."""
+on the global batch, the ranks' connections cross the link, none loopback, and every socket any process
+of a host listens on is on loopback or that host's link address, beyond what ``OPEN_ACROSS_HOSTS``
+(tests/distributed/open_sockets.py) names for the backend's launcher."""
 from __future__ import annotations
 
 import json
@@ -17,6 +19,7 @@ import pytest
 
 from tests.distributed import two_hosts
 from tests.distributed.launchers import job_environment
+from tests.distributed.open_sockets import check_two_hosts
 
 pytestmark = pytest.mark.distributed
 
@@ -81,7 +84,7 @@ def test_launcher_across_two_hosts_as_the_docs_write_it(backend_name, tmp_path, 
     if reason is not None:
         pytest.skip(reason)
     world = 2 * per_node
-    with two_hosts.two_hosts() as (node0, node1):
+    with two_hosts.two_hosts() as (node0, node1), two_hosts.watching((node0, node1)) as watches:
         nodes = [start_node(backend_name, node, node0, rank, per_node, tmp_path, 29400 + per_node)
                  for rank, node in enumerate((node0, node1))]
         ends = [finish(process, node, 120) for process, node in zip(nodes, (node0, node1))]
@@ -109,3 +112,6 @@ def test_launcher_across_two_hosts_as_the_docs_write_it(backend_name, tmp_path, 
     for seen in ranks:
         for name, value in expected.items():
             np.testing.assert_allclose(seen["weights"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+    # every socket each host's processes listened on, from the launchers' start to their end
+    check_two_hosts(backend_name, "launcher", [watch.seen for watch in watches], [node0.address, node1.address],
+                    per_node)

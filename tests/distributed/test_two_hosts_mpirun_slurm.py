@@ -12,7 +12,9 @@ one and two ranks per node, as docs/multinode.md writes them:
   is node0 by its name, as on a cluster.
 
 Each rank trains its share of the batches; the weights end equal on every rank and equal to one
-process trained on the global batch; each rank used its own host's link interface.
+process trained on the global batch; each rank used its own host's link interface; every socket any
+process of a host listened on (mpirun's daemons included) is on loopback or that host's link address,
+beyond what ``OPEN_ACROSS_HOSTS`` (tests/distributed/open_sockets.py) names.
 """
 from __future__ import annotations
 
@@ -28,6 +30,7 @@ import pytest
 
 from tests.distributed import two_hosts
 from tests.distributed.launchers import job_environment
+from tests.distributed.open_sockets import check_two_hosts
 from tests.distributed.test_data_parallel import JOB, SAMPLES, assert_close, rank_outputs, single_process_weights
 from tests.distributed.test_two_hosts import finish
 
@@ -88,7 +91,7 @@ def test_mpirun_with_a_hostfile_across_two_hosts(backend_name, harness, tmp_path
     world = 2 * per_node
     config = {"backend": "jittor", "out": str(tmp_path), "device": None, "world_size": world,
               "batch_size": BATCH, "shuffle": False}
-    with two_hosts.two_hosts() as (node0, node1):
+    with two_hosts.two_hosts() as (node0, node1), two_hosts.watching((node0, node1)) as watches:
         hostfile = tmp_path / "hosts"
         hostfile.write_text(f"{node0.address} slots={per_node}\n{node1.address} slots={per_node}\n")
         # docs/multinode.md's command, plus the agent that reaches the namespace and `--bind-to none`
@@ -104,6 +107,7 @@ def test_mpirun_with_a_hostfile_across_two_hosts(backend_name, harness, tmp_path
     ranks = check_ranks(tmp_path, world, per_node, BATCH * world, harness,
                         lambda rank: ("OMPI_MCA_btl_tcp_if_include", nodes[rank // per_node].interface))
     assert all(seen["interfaces"]["OMPI_MCA_btl"] is None for seen in ranks), "TCP was switched off across hosts"
+    check_two_hosts("jittor", "mpirun", [watch.seen for watch in watches], [node0.address, node1.address], per_node)
 
 
 # ---------------------------------------------------------------- SLURM with a two-node nodelist
@@ -120,7 +124,7 @@ def test_slurm_tasks_on_a_two_node_nodelist(backend_name, harness, tmp_path, per
             if not key.startswith(("SLURM_", "PADDLE_", "OMPI_", "PMI_", "FASTCORE_TRAIN_", "GLOO_", "NCCL_", "TP_"))}
     base.update(PYTHONPATH=str(ROOT), OMP_NUM_THREADS="1")
     job_id = random.randrange(100000, 10_000_000)
-    with two_hosts.two_hosts() as nodes:
+    with two_hosts.two_hosts() as nodes, two_hosts.watching(nodes) as watches:
         prefix = nodes[0].namespace[:-1]  # the run's own names: <prefix>n0, <prefix>n1
         names = [f"{prefix}n{index}" for index in range(2)]
         with two_hosts.host_names(nodes, names):
@@ -135,3 +139,4 @@ def test_slurm_tasks_on_a_two_node_nodelist(backend_name, harness, tmp_path, per
         assert code == 0, f"task {rank}: {stderr[-3000:]}"
     check_ranks(tmp_path, world, per_node, BATCH * world, harness,
                 lambda rank: ("GLOO_SOCKET_IFNAME", nodes[rank // per_node].interface))
+    check_two_hosts(backend_name, "slurm", [watch.seen for watch in watches], [node.address for node in nodes], per_node)

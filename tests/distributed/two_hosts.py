@@ -14,8 +14,11 @@ import signal
 import subprocess
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Iterator, Optional
+
+from tests.distributed.listening import SocketWatch, processes_in_namespace
 
 
 @dataclass(frozen=True)
@@ -87,6 +90,18 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
         for host in hosts:
             host.kill_everything()
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)  # removes its veth end too
+
+
+@contextmanager
+def watching(hosts: tuple[Host, ...]) -> Iterator[list[SocketWatch]]:
+    """One :class:`SocketWatch` per host, over every process inside it (whoever started it: a launcher, an
+    rsh agent's daemon), from now until the block ends; each watch's ``seen`` is then that host's sockets."""
+    watches = [SocketWatch(partial(processes_in_namespace, host.namespace)).start() for host in hosts]
+    try:
+        yield watches
+    finally:
+        for watch in watches:
+            watch.stop()
 
 
 @contextmanager
