@@ -79,32 +79,43 @@ class OneflowCollectives(Collectives):
         flow.comm.barrier()
 
     def settle(self) -> None:
-        flow._oneflow_internal.eager.Sync()  # the instructions queued so far, the gradients' all-reduce too
+        """Wait, asleep, for the instructions queued so far (the gradients' all-reduce too).
+
+        Called before each read of a collective's result: oneflow 0.9's own read (``item()``,
+        ``numpy()``) spins the calling thread until the queue reaches it, taking a core from the
+        runtime threads that compute it (``backends/oneflow/tensors.py``).
+        """
+        flow._oneflow_internal.eager.Sync()
 
     def all_gather_object(self, obj: Any) -> list[Any]:
         payload = flow.tensor(list(pickle.dumps(obj)), dtype=flow.uint8, device=self.device)
         size = flow.tensor([payload.numel()], dtype=flow.int64, device=self.device)
         sizes = [flow.zeros(1, dtype=flow.int64, device=self.device) for _ in range(self.world_size)]
         flow.comm.all_gather(sizes, size)
+        self.settle()  # reads wait asleep (see settle)
         longest = max(int(s.item()) for s in sizes)
         padded = flow.zeros(longest, dtype=flow.uint8, device=self.device)
         padded[:payload.numel()] = payload
         gathered = [flow.zeros(longest, dtype=flow.uint8, device=self.device) for _ in range(self.world_size)]
         flow.comm.all_gather(gathered, padded)
+        self.settle()
         return [pickle.loads(bytes(t.numpy()[:int(s.item())].tolist())) for t, s in zip(gathered, sizes)]
 
     def sum_over_ranks(self, values: Sequence[int]) -> list[int]:
         """Each integer summed over the ranks: one ``oneflow.comm.all_reduce``."""
         sums = flow.tensor([int(value) for value in values], dtype=flow.int64, device=self.device)
         flow.comm.all_reduce(sums)
+        self.settle()
         return [int(value) for value in sums.tolist()]
 
     def broadcast_object(self, obj: Any, src: int = 0) -> Any:
         data = pickle.dumps(obj) if self.rank == src else b""
         size = flow.tensor([len(data)], dtype=flow.int64, device=self.device)
         flow.comm.broadcast(size, src)
+        self.settle()
         payload = flow.zeros(int(size.item()), dtype=flow.uint8, device=self.device)
         if self.rank == src:
             payload = flow.tensor(list(data), dtype=flow.uint8, device=self.device)
         flow.comm.broadcast(payload, src)
+        self.settle()
         return obj if self.rank == src else pickle.loads(bytes(payload.numpy().tolist()))
