@@ -15,8 +15,8 @@ from typing import Mapping, Optional
 
 import paddle.distributed as dist
 
-from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts, refuse_unlaunched_node
+from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.loopback import loopback_address, on_one_machine
 from fastcore_train.parallel.slurm import adopt_slurm, local_world_size, slurm_facts, task_hosts
 
