@@ -46,6 +46,9 @@ OBJECT_STORE = str(100 * 1024 * 1024)
 #: How often Ray Train's controller asks its workers whether they finished (2 s by default: up to 2 s idle
 #: after each job's last step).
 HEALTH_CHECK_INTERVAL = "0.5"
+#: Seconds the driver gets: both jobs, and room for paddle's 4 workers to start 3 times on a loaded machine
+#: (3 attempts took 113 s at a load average of 13).
+DRIVER_TIMEOUT = 420
 
 
 def environment(token: Path) -> dict[str, str]:
@@ -92,7 +95,7 @@ def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
             up = time.perf_counter()
             driver = subprocess.run(node0.command([sys.executable, str(DRIVER), f"{node0.address}:{PORT}", str(out),
                                                    str(BATCH), backend_name]),
-                                    capture_output=True, text=True, env=environment(token), timeout=240)
+                                    capture_output=True, text=True, env=environment(token), timeout=DRIVER_TIMEOUT)
             trained = time.perf_counter()
     finally:
         shutil.rmtree(temp, ignore_errors=True)
