@@ -35,7 +35,9 @@ class BackendEntry:
     arguments it takes (e.g. ``torch_kwargs``), handed to its ``create_driver`` only;
     ``launch_environment``: the variables its launcher sets for each rank (None: no launcher);
     ``metric_modules``: the modules of the metric libraries its ``metrics`` part adapts (e.g.
-    ``torchmetrics``), recognised from a metric's class module without importing them.
+    ``torchmetrics``), recognised from a metric's class module without importing them;
+    ``ranks_meet_at_import``: its ranks meet when the framework is imported (oneflow), so ranks started
+    together make the others wait for rank 0 to listen first (self-launch, Ray's workers).
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
     ``is_model(model) -> bool``, ``seed_framework(seed)`` and
@@ -50,6 +52,7 @@ class BackendEntry:
     owned_kwargs: tuple[str, ...] = ()
     launch_environment: Optional[LaunchEnvironment] = None
     metric_modules: tuple[str, ...] = ()
+    ranks_meet_at_import: bool = False
 
     def check(self) -> None:
         """Raise ValueError when the declaration is incomplete or malformed."""
@@ -278,4 +281,5 @@ register_backend(BackendEntry(
     name="oneflow", framework_module="oneflow", module="fastcore_train.backends.oneflow",
     driver_names=("oneflow",), install_hint='pip install "fastcore-train[oneflow]" (Python <= 3.10; see docs/backends.md)',
     owned_kwargs=("oneflow_kwargs",), launch_environment=ONEFLOW_LAUNCH,
+    ranks_meet_at_import=True,
 ))

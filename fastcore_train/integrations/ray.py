@@ -5,7 +5,9 @@ Ray starts the worker processes itself; before the training function runs, the c
 writes into each worker the variables the framework's own launcher would have set (torchrun's,
 paddle's launcher's, oneflow's launcher's), made once for every framework by
 :mod:`fastcore_train.integrations.worker_ranks`. ``Trainer(driver=..., device=None)`` inside the
-training function then reads them as it reads a launcher's and forms the job. For torch, Ray's
+training function then reads them as it reads a launcher's and forms the job. For oneflow, whose ranks
+meet inside ``import oneflow``, every worker but rank 0 holds that import until rank 0 listens
+(:mod:`fastcore_train.integrations.import_gate`). For torch, Ray's
 own ``TorchTrainer`` does the same and stays the first choice. Jittor's MPI cannot be joined by
 processes mpirun did not start: more than one jittor worker is refused with the reason.
 """
@@ -23,6 +25,7 @@ except ImportError as error:  # pragma: no cover - depends on the environment
                       'pip install "fastcore-train[ray]"') from error
 
 from fastcore_train.drivers.registry import get_backend
+from fastcore_train.integrations.import_gate import hold_import_until_listening
 from fastcore_train.integrations.worker_ranks import check_joinable, worker_variables
 from fastcore_train.log import adopt_launched_rank
 
@@ -70,6 +73,9 @@ class _FastcoreBackend(Backend):
                                      master, ENGINE)
         names = (environment.rank[0], environment.world_size[0])
         ray.get([worker_group.execute_single_async(index, _adopt, variables[index], names) for index in range(count)])
+        if entry.ranks_meet_at_import:  # oneflow: the others import it once rank 0 listens, not 10 s late
+            ray.get([worker_group.execute_single_async(index, hold_import_until_listening, entry.framework_module,
+                                                       master) for index in range(1, count)])
 
 
 class RayBackendConfig(BackendConfig):

@@ -261,12 +261,13 @@ def start_worker(rank: int, env_for_rank: Callable[[int], dict[str, str]],
 RENDEZVOUS_WAIT = 120.0
 
 
-def wait_until_listening(address: str, process: subprocess.Popen, timeout: float = RENDEZVOUS_WAIT) -> None:
-    """Wait until ``host:port`` accepts connections, ``process`` (the rank that opens it) has ended, or
-    ``timeout`` has passed, whichever comes first (the framework reports the latter two itself)."""
+def wait_until_listening(address: str, process: Optional[subprocess.Popen], timeout: float = RENDEZVOUS_WAIT) -> None:
+    """Wait until ``host:port`` accepts connections, ``process`` (the rank that opens it, when this process
+    started it) has ended, or ``timeout`` has passed, whichever comes first (the framework reports the
+    latter two itself)."""
     host, port = address.rsplit(":", 1)
     deadline = time.monotonic() + timeout
-    while process.poll() is None and time.monotonic() < deadline:
+    while (process is None or process.poll() is None) and time.monotonic() < deadline:
         try:
             with socket.create_connection((host, int(port)), timeout=0.5):
                 return

@@ -1,12 +1,17 @@
-"""Ray across two hosts (network namespaces on this machine: tests/distributed/two_hosts.py): a Ray
-head on node0 (``ray start --head --node-ip-address <node0>``), a worker node joining it from node1
-(``ray start --address <node0>:<port> --node-ip-address <node1>``), 2 CPUs each, and a driver on
-node0 fitting Ray Train's ``DataParallelTrainer`` with ``RayBackendConfig`` twice on one cluster:
-2 workers of 1 CPU placed one per node (``STRICT_SPREAD``), then 4 placed two per node. The
-hostname resolves to 127.0.0.1 on both hosts. Each worker runs on the node it should, trains its
-share of the batches, the weights end equal on both and equal to one process's on
-the global batch, and each worker's gloo interface is its link, its connections leaving from its
-link address, some of them to the other host.
+"""Ray across two hosts (network namespaces on this machine: tests/distributed/two_hosts.py), on torch,
+paddle and oneflow: a Ray head on node0 (``ray start --head --node-ip-address <node0>``), a worker node
+joining it from node1 (``ray start --address <node0>:<port> --node-ip-address <node1>``), 2 CPUs each,
+and a driver on node0 fitting Ray Train's ``DataParallelTrainer`` with ``RayBackendConfig(<backend>)``
+twice on one cluster: 2 workers of 1 CPU placed one per node (``STRICT_SPREAD``), then 4 placed two
+per node. The hostname resolves to 127.0.0.1 on both hosts. Each worker runs on the node it should
+with the launcher variables its backend reads (rank, local rank, rank 0's address as the master;
+paddle: its own endpoint on its node), trains its share of the batches, the weights end equal on
+every worker and equal to one process's on the global batch, and each worker's interface variables
+name its link, its connections leaving from its link address, some of them to the other host.
+
+Paddle 3.3 races its own gloo start-up with more than 2 CPU ranks (docs/backends/paddle.md): the
+driver lets Ray start paddle's 4 workers again up to twice, each failed attempt must be that race,
+and a job whose every attempt ended in it is an expected failure (xfail) once the 2-worker job passed.
 
 The two Ray nodes share this machine's filesystem: each has its own ``--temp-dir`` (its session
 folder, sockets and logs) and Ray's processes of each node live in its namespace, killed with it
@@ -28,14 +33,22 @@ import pytest
 
 from tests.distributed import two_hosts
 from tests.distributed.launchers import job_environment
-from tests.distributed.test_two_hosts import BATCH, EPOCHS, INTERFACE_VARIABLES, JOB, ROOT, SAMPLES
+from tests.distributed.test_data_parallel import PADDLE_GLOO_RACE
+from tests.distributed.test_two_hosts import BATCH, EPOCHS, INTERFACE_VARIABLES, ROOT, SAMPLES
 
 pytestmark = pytest.mark.distributed
 
 DRIVER = Path(__file__).parent / "jobs" / "ray_two_hosts_driver.py"
+JOB_MODULE = "tests.distributed.jobs.two_hosts_job"
 PORT = 6390
 #: Per node: the object store's size (Ray's minimum is 75 MB; the default takes 30% of the memory).
 OBJECT_STORE = str(100 * 1024 * 1024)
+#: How often Ray Train's controller asks its workers whether they finished (2 s by default: up to 2 s idle
+#: after each job's last step).
+HEALTH_CHECK_INTERVAL = "0.5"
+#: Seconds the driver gets: both jobs, and room for paddle's 4 workers to start 3 times on a loaded machine
+#: (3 attempts took 113 s at a load average of 13).
+DRIVER_TIMEOUT = 420
 
 
 def environment(token: Path) -> dict[str, str]:
@@ -43,7 +56,7 @@ def environment(token: Path) -> dict[str, str]:
     token. Left unset, Ray 2.60's head turns it on by itself when ``~/.ray/auth_token`` exists while a
     joining node does not, and the join fails with ``InvalidAuthToken`` (docs/multinode.md, Ray)."""
     env = {**job_environment(), "PYTHONPATH": str(ROOT), "RAY_USAGE_STATS_ENABLED": "0", "RAY_AUTH_MODE": "token",
-           "RAY_AUTH_TOKEN_PATH": str(token)}
+           "RAY_AUTH_TOKEN_PATH": str(token), "RAY_TRAIN_HEALTH_CHECK_INTERVAL_S": HEALTH_CHECK_INTERVAL}
     for name in (*INTERFACE_VARIABLES, "RAY_ADDRESS", "RAY_AUTH_TOKEN"):
         env.pop(name, None)
     return env
@@ -62,9 +75,8 @@ def ray_start(host: two_hosts.Host, temp_dir: Path, head: two_hosts.Host, token:
 
 
 def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
-    if backend_name != "torch":
-        pytest.skip("torch only: not run across two hosts on paddle/oneflow (paddle's local env had no Ray to try "
-                    "it with; test_ray.py checks them under Ray on one host; jittor cannot run under Ray)")
+    if backend_name == "jittor":
+        pytest.skip("jittor's MPI cannot take Ray's workers as its ranks (docs/ray.md)")
     pytest.importorskip("ray.train", reason='Ray Train is not installed (pip install -e ".[ray]")')
     reason = two_hosts.unavailable()
     if reason is not None:
@@ -83,17 +95,42 @@ def test_ray_worker_joining_from_the_second_host(backend_name, tmp_path):
             up = time.perf_counter()
             driver = subprocess.run(node0.command([sys.executable, str(DRIVER), f"{node0.address}:{PORT}", str(out),
                                                    str(BATCH), backend_name]),
-                                    capture_output=True, text=True, env=environment(token), timeout=240)
+                                    capture_output=True, text=True, env=environment(token), timeout=DRIVER_TIMEOUT)
             trained = time.perf_counter()
     finally:
         shutil.rmtree(temp, ignore_errors=True)
-    print(f"Ray nodes up in {up - started:.1f} s, job in {trained - up:.1f} s")
+    timings = [line for line in driver.stdout.splitlines() if line.startswith(("joined", "fit of"))]
+    print(f"{backend_name}: Ray nodes up in {up - started:.1f} s, job in {trained - up:.1f} s ({'; '.join(timings)})")
+    raced = paddle_start_up_races(out / "2")  # attempts Ray started again (paddle's 4 workers only)
+    if raced:
+        print(f"{backend_name}: {len(raced)} attempt(s) of 4 workers ended in paddle's gloo start-up race")
+    if driver.returncode != 0 and raced and not (out / "2" / "rank_0.json").exists():
+        expected = one_process_weights(tmp_path, backend_name)
+        check_job(out / "1", 1, node0, node1, expected[1], backend_name)
+        pytest.xfail(f"paddle 3.3 failed to start its 4 gloo CPU ranks in every attempt ({len(raced)}; its start-up "
+                     "race, docs/backends/paddle.md); the job of 1 worker per node passed")
     assert driver.returncode == 0, f"{driver.stdout[-4000:]}\n{driver.stderr[-4000:]}"
+    assert not (out / "1" / "failed").exists(), "a worker failed in the job of 1 per node"
+    expected = one_process_weights(tmp_path, backend_name)
     for per_node in (1, 2):
-        check_job(out / str(per_node), per_node, node0, node1, tmp_path, backend_name)
+        check_job(out / str(per_node), per_node, node0, node1, expected[per_node], backend_name)
 
 
-def check_job(out: Path, per_node: int, node0: two_hosts.Host, node1: two_hosts.Host, tmp_path: Path,
+def paddle_start_up_races(out: Path) -> list[str]:
+    """The failed attempts of the job in ``out`` (OUT/failed/<master port>_<rank>.txt, written by the driver's
+    workers), each of which must be paddle 3.3's gloo start-up race: one of its ranks says so (the others may
+    fail otherwise once that rank is gone). Any other failure fails the test."""
+    attempts: dict[str, list[str]] = {}
+    for path in sorted((out / "failed").glob("*.txt")):
+        attempts.setdefault(path.name.split("_")[0], []).append(path.read_text())
+    for port, tracebacks in attempts.items():
+        assert any(PADDLE_GLOO_RACE in text for text in tracebacks), (
+            f"an attempt (master port {port}) failed otherwise than by paddle's gloo start-up race:\n"
+            + "\n".join(text[-2000:] for text in tracebacks))
+    return sorted(attempts)
+
+
+def check_job(out: Path, per_node: int, node0: two_hosts.Host, node1: two_hosts.Host, expected: dict,
               backend_name: str) -> None:
     """The job of ``per_node`` workers per node: placed, trained and connected as it should be."""
     world = 2 * per_node
@@ -104,23 +141,39 @@ def check_job(out: Path, per_node: int, node0: two_hosts.Host, node1: two_hosts.
     assert ips == sorted([node0.address, node1.address] * per_node), placed
     assert len({seen["node_id"] for seen in placed}) == 2, placed
     for address in (node0.address, node1.address):  # each node's workers: local ranks 0..per_node-1
-        local = sorted(int(seen["variables"]["LOCAL_RANK"]) for seen in placed if seen["node_ip"] == address)
+        local = sorted(seen["launched"]["local_rank"] for seen in placed if seen["node_ip"] == address)
         assert local == list(range(per_node)), placed
     for rank, (where, seen) in enumerate(zip(placed, ranks)):
         host, other = (node0, node1) if where["node_ip"] == node0.address else (node1, node0)
-        assert where["variables"]["MASTER_ADDR"] == placed[0]["node_ip"], where
+        launched = where["launched"]  # read back through the backend's own launcher variables
+        assert launched["rank"] == rank and launched["world_size"] == world, where
+        assert launched["master"].rsplit(":", 1)[0] == placed[0]["node_ip"], where
+        if launched["endpoint"] is not None:  # paddle lists every rank's host:port: its own is on its node
+            assert launched["endpoint"].rsplit(":", 1)[0] == where["node_ip"], where
         assert seen["rank"] == rank and seen["world_size"] == world
         assert seen["batches"] == EPOCHS * SAMPLES // (BATCH * world), seen["batches"]  # its share
-        assert seen["interfaces"]["GLOO_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
+        # the link, not the hostname's loopback (oneflow's own transports read no variable; NCCL's is set for it)
+        assert seen["interfaces"]["NCCL_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
+        if backend_name != "oneflow":
+            assert seen["interfaces"]["GLOO_SOCKET_IFNAME"] == host.interface, seen["interfaces"]
         connections = [tuple(pair) for pair in seen["connections"]]
         assert any(remote == other.address for _, remote in connections), (rank, connections)
         assert all(local == host.address for local, _ in connections), (rank, connections)
-    reference = tmp_path / f"one_process_{per_node}"
-    reference.mkdir()
-    done = subprocess.run([sys.executable, str(JOB), str(reference), str(BATCH * world), backend_name],
-                          capture_output=True, text=True, env=job_environment(), timeout=120)
-    assert done.returncode == 0, done.stderr[-3000:]
-    expected = json.loads((reference / "rank_0.json").read_text())["weights"]
     for seen in ranks:
         for name, value in expected.items():
             np.testing.assert_allclose(seen["weights"][name], value, rtol=1e-5, atol=1e-6, err_msg=name)
+
+
+def one_process_weights(tmp_path: Path, backend_name: str) -> dict[int, dict]:
+    """One process's weights on the global batch of each job (2 and 4 workers), both trained in one
+    interpreter: the framework is imported once (each run seeds everything and builds its model anew)."""
+    runs = {per_node: tmp_path / f"one_process_{per_node}" for per_node in (1, 2)}
+    calls = "; ".join(f"main(Path({str(folder)!r}), {BATCH * 2 * per_node}, {backend_name!r})"
+                      for per_node, folder in runs.items())
+    for folder in runs.values():
+        folder.mkdir()
+    done = subprocess.run([sys.executable, "-c", f"from pathlib import Path; from {JOB_MODULE} import main; {calls}"],
+                          capture_output=True, text=True, env={**job_environment(), "PYTHONPATH": str(ROOT)},
+                          timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return {per_node: json.loads((folder / "rank_0.json").read_text())["weights"] for per_node, folder in runs.items()}

@@ -10,12 +10,14 @@ self-launched ranks.
 from __future__ import annotations
 
 import os
+import re
 from typing import Mapping, Optional
 
 import paddle.distributed as dist
 
-from fastcore_train.parallel.launch import free_port
 from fastcore_train.parallel.environment import PADDLE_LAUNCH, RankFacts, refuse_unlaunched_node
+from fastcore_train.parallel.launch import free_port
+from fastcore_train.parallel.loopback import loopback_address, on_one_machine
 from fastcore_train.parallel.slurm import adopt_slurm, local_world_size, slurm_facts, task_hosts
 
 
@@ -84,18 +86,38 @@ def launch_environments(world_size: int, backend: str, gpu_ids: Optional[list[in
 
 # What paddle 3.3's gloo transport raises when a rank could not reach a peer's socket while a group is set up.
 _GLOO_CONNECT_FAILURE = "gloo/transport/tcp/pair.cc"
+#: The peer address in gloo's "connect [ADDRESS]:PORT" message.
+_GLOO_PEER = re.compile(r"connect \[([^\]]+)\]:\d+")
 
 
-def explain_gloo_start_failure(error: BaseException, world_size: int) -> BaseException:
-    """The error to raise for ``error`` from ``fleet.init``: a clearer one for paddle's gloo start-up race.
+def explain_gloo_start_failure(error: BaseException, world_size: int,
+                               environ: Optional[Mapping[str, str]] = None) -> BaseException:
+    """The error to raise for ``error`` from ``fleet.init``: a clearer one for gloo's connection failures.
 
-    Paddle 3.3 connects every gloo group twice on the same store keys (its comm context, then its
-    process group), so a rank ahead of a peer can read the peer's stale address ("Connection
-    refused" on it, TIMEOUT on the others); it happens in a large share of starts with more than
-    two CPU ranks on one machine. Any other error is returned as it is.
+    A job across machines (``PADDLE_MASTER`` not loopback, ``PADDLE_LOCAL_SIZE`` short of the world) whose
+    rank was sent to a loopback peer address: that peer advertised its
+    loopback address (paddle's gloo takes it from ``GLOO_SOCKET_IFNAME``, else from the hostname), which
+    no other machine reaches. Otherwise paddle's start-up race: paddle 3.3 connects every gloo group twice
+    on the same store keys (its comm context, then its process group), so a rank ahead of a peer can read
+    the peer's stale address ("Connection refused" on it, TIMEOUT on the others); it happens in a large
+    share of starts with more than two CPU ranks. Any other error is returned as it is.
     """
     if _GLOO_CONNECT_FAILURE not in str(error):
         return error
+    environ = os.environ if environ is None else environ
+    peer = _GLOO_PEER.search(str(error))
+    master = environ.get("PADDLE_MASTER", "").rpartition(":")[0] or None
+    local = environ.get("PADDLE_LOCAL_SIZE", "")
+    if (peer is not None and master is not None and loopback_address(peer.group(1)) is not None
+            and not on_one_machine(master, world_size, int(local) if local.isdigit() else None)):
+        chosen = environ.get("GLOO_SOCKET_IFNAME")
+        return RuntimeError(
+            f"paddle's {world_size} gloo (CPU) ranks span several machines (master {master}), but a rank was sent "
+            f"to a peer at the loopback address {peer.group(1)}: {error}. That peer advertised an address no other "
+            "machine reaches: paddle's gloo takes a rank's address from GLOO_SOCKET_IFNAME "
+            f"({'set to ' + repr(chosen) if chosen else 'unset'} here), else from the hostname, which resolves to "
+            "loopback there. Set GLOO_SOCKET_IFNAME on every node to the interface that reaches the other nodes "
+            "(see docs/multinode.md, The interface).")
     return RuntimeError(
         f"paddle could not connect its {world_size} gloo (CPU) ranks: {error}. Paddle 3.3 sets up each gloo "
         "group twice on the same store keys, and a rank that gets ahead of another can read its stale address; "

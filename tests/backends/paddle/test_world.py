@@ -1,4 +1,5 @@
-"""The paddle driver's words for paddle 3.3's gloo start-up race, and nothing else rewritten."""
+"""The paddle driver's words for paddle 3.3's gloo start-up race and for a peer that advertised loopback
+across machines, and nothing else rewritten."""
 from __future__ import annotations
 
 from fastcore_train.backends.paddle.world import explain_gloo_start_failure
@@ -9,11 +10,30 @@ REFUSED = RuntimeError("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:784
 
 
 def test_the_gloo_race_is_named_with_what_to_do():
-    clearer = explain_gloo_start_failure(REFUSED, 4)
+    clearer = explain_gloo_start_failure(REFUSED, 4, {"PADDLE_MASTER": "127.0.0.1:6170", "PADDLE_LOCAL_SIZE": "4"})
     assert isinstance(clearer, RuntimeError) and clearer is not REFUSED
     message = str(clearer)
     assert "4 gloo (CPU) ranks" in message and "pair.cc:784" in message and "Connection refused" in message
     assert "twice on the same store keys" in message and "2 CPU ranks" in message and "docs/backends/paddle.md" in message
+
+
+def test_a_loopback_peer_across_machines_is_named_as_the_advertised_address_not_the_race():
+    # What a rank on node1 raised across two hosts (tests/distributed/test_two_hosts_ray.py) with the interface
+    # choice turned off: node0's rank had advertised its hostname's 127.0.0.1.
+    refused = RuntimeError("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:784] connect [127.0.0.1]:17283: "
+                           "Connection refused")
+    across = {"PADDLE_MASTER": "10.0.0.1:6170", "PADDLE_LOCAL_SIZE": "1"}
+    message = str(explain_gloo_start_failure(refused, 2, across))
+    assert "span several machines" in message and "127.0.0.1" in message and "GLOO_SOCKET_IFNAME" in message
+    assert "unset" in message and "twice on the same store keys" not in message
+    # the same failure on one machine (a loopback master, or every rank local) is the race
+    for here in ({"PADDLE_MASTER": "127.0.0.1:6170", "PADDLE_LOCAL_SIZE": "1"},
+                 {"PADDLE_MASTER": "10.0.0.1:6170", "PADDLE_LOCAL_SIZE": "4"}, {}):
+        assert "twice on the same store keys" in str(explain_gloo_start_failure(refused, 4, here)), here
+    # across machines, a peer's real address is the race too
+    real = RuntimeError("[/paddle/third_party/gloo/gloo/transport/tcp/pair.cc:784] connect [10.0.0.2]:9141: "
+                        "Connection refused")
+    assert "twice on the same store keys" in str(explain_gloo_start_failure(real, 4, across))
 
 
 def test_other_errors_are_left_as_they_are():
