@@ -1,9 +1,11 @@
 """A stranger connecting to a job's ports neither joins the job nor stops it (issue 39).
 
-A 2-rank job is self-launched (``device=["cpu", "cpu"]``) and its process tree watched through ``/proc``
-(tests/distributed/listening.py). The stranger (tests/distributed/stranger.py) visits every port the job
-listens on: random bytes, then the backend's well-formed request (a real TCP-store client writing a key on
-torch and paddle; an HTTP/2 opening on oneflow's gRPC ports) in three phases:
+A 2-rank job is started self-launched (``device=["cpu", "cpu"]``) or by the framework's own launcher
+(torchrun, paddle's launcher, ``mpirun -np 2``, oneflow's launcher) and its process tree watched through
+``/proc`` (tests/distributed/listening.py), launcher included. The stranger (tests/distributed/stranger.py)
+visits every port the job listens on (the launcher's own too: torchrun's agent stores, mpirun's channel):
+random bytes, then the backend's well-formed requests (a real TCP-store client writing a key on torch and
+paddle, and an HTTP PUT on paddle; an HTTP/2 opening on oneflow's gRPC ports) in three phases:
 
 - **rendezvous**: each port the moment it appears, before the ranks have all met;
 - **held**: every port once every rank has trained 2 batches (the ranks wait for the test there);
@@ -15,13 +17,16 @@ the weights of one process trained on the global batch.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import time
 
 import numpy as np
 import pytest
 
-from tests.distributed.listening import listening_sockets, process_tree
-from tests.distributed.stranger import Stranger
+from tests.distributed.launchers import BACKENDS
+from tests.distributed.listening import Listening, listening_sockets, process_tree
+from tests.distributed.stranger import HOST, Stranger
 from tests.distributed.test_data_parallel import assert_close, single_process_weights
 from tests.distributed.test_listening_sockets import finish, start_held_job
 
@@ -31,8 +36,15 @@ pytestmark = pytest.mark.distributed
 N_EPOCHS = 12
 
 
-def _ports(job) -> dict[int, str]:
-    return {listening.port: str(listening) for listening in listening_sockets(process_tree(job.pid))}
+def visit_address(listening: Listening, host: str = HOST) -> str:
+    """Where a stranger reaches ``listening`` from: its own address, or ``host`` (this host's address, the
+    loopback one by default) for a socket bound to every interface."""
+    return host if listening.address in ("0.0.0.0", "::") else listening.address.removeprefix("::ffff:")
+
+
+def _ports(job) -> dict[tuple[str, int], str]:
+    return {(visit_address(listening), listening.port): str(listening)
+            for listening in listening_sockets(process_tree(job.pid))}
 
 
 #: Where a stranger does stop a job, with the evidence (docs/security.md, "A stranger connecting").
@@ -44,41 +56,43 @@ STOPS_THE_JOB = {
 }
 
 
-def run_with_a_stranger(backend_name: str, harness, out, phases: tuple[str, ...]) -> Stranger:
-    """Run the job with the stranger visiting its ports in ``phases`` ("rendezvous", and/or "held" and
-    "running"), and check that it ended as if nobody had come."""
+def run_with_a_stranger(backend_name: str, harness, out, phases: tuple[str, ...], way: str = "self") -> Stranger:
+    """Run the job (``way``: "self" or "launcher") with the stranger visiting its ports in ``phases``
+    ("rendezvous", and/or "held" and "running"), and check that it ended as if nobody had come."""
     stranger = Stranger(backend_name)
     started = time.monotonic()
-    job = start_held_job(backend_name, "self", out, n_epochs=N_EPOCHS, slow=True)
-    ran_on = None
+    job = start_held_job(backend_name, way, out, n_epochs=N_EPOCHS, slow=True)
+    ran_on, pids = None, set()
     try:
-        seen: set[int] = set()
+        seen: set[tuple[str, int]] = set()
         while not (out / "training").exists() and job.poll() is None and time.monotonic() - started < 120:
-            for port, name in _ports(job).items():
-                if port not in seen:  # a port newly opened: the job is meeting
-                    seen.add(port)
+            pids.update(process_tree(job.pid))
+            for (address, port), name in _ports(job).items():
+                if (address, port) not in seen:  # a port newly opened: the job is meeting
+                    seen.add((address, port))
                     if "rendezvous" in phases:
-                        stranger.visit("rendezvous", port, name)
+                        stranger.visit("rendezvous", port, name, address)
             time.sleep(0.01)
         if "held" in phases:
-            for port, name in _ports(job).items():
-                stranger.visit("held", port, name)
+            for (address, port), name in _ports(job).items():
+                stranger.visit("held", port, name, address)
             stranger.settle(timeout=3)  # a store answers at once; gloo's listener never does
         (out / "release").write_text("")
         if "running" in phases:
-            for port, name in _ports(job).items():
-                stranger.visit("running", port, name)
+            for (address, port), name in _ports(job).items():
+                stranger.visit("running", port, name, address)
             ran_on = job.poll() is None  # the job was still training when the last stranger had connected
     finally:
         output = finish(job, out, timeout=90)
+        kill_left_over(pids)
         stranger.settle(timeout=5)
     took = time.monotonic() - started
     report = stranger.report()
-    assert job.returncode == 0, f"the job failed after a stranger connected:\n{report}\n{output[-3000:]}"
+    logs = BACKENDS[backend_name].launcher_logs(out)
+    assert job.returncode == 0, f"the job failed after a stranger connected:\n{report}\n{output[-3000:]}\n{logs[-3000:]}"
     assert took < 120, f"the job took {took:.0f} s with a stranger around:\n{report}"
     for phase in phases:
-        assert any(outcome == "sent" for outcome in stranger.pokes.get(phase, {}).values()), \
-            f"no port was reached {phase}:\n{report}"
+        assert stranger.reached(phase), f"no port was reached {phase}:\n{report}"
     if "running" in phases:
         assert ran_on, f"the job had ended before the stranger connected during its batches:\n{report}"
     expected = single_process_weights(harness, 16, n_epochs=N_EPOCHS)
@@ -87,22 +101,38 @@ def run_with_a_stranger(backend_name: str, harness, out, phases: tuple[str, ...]
         assert record["world_size"] == 2 and [item["rank"] for item in record["gathered"]] == [0, 1], record
         assert record["global_forward_batches"] == 4 * N_EPOCHS
         assert_close(dict(np.load(out / f"rank_{rank}.npz")), expected)
-    print(f"{backend_name}, {'/'.join(phases)}: {took:.1f} s; {report}")
+    print(f"{backend_name} ({way}), {'/'.join(phases)}: {took:.1f} s; {report}")
     return stranger
 
 
-def test_a_stranger_during_rendezvous_neither_joins_nor_stops_the_job(backend_name, harness, tmp_path):
+def kill_left_over(pids: set[int]) -> None:
+    """Kill what is left of a job's processes (a launcher's ranks may run in sessions of their own)."""
+    for pid in pids:
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+#: How the job is started: by itself (a device list), or by the framework's own launcher.
+WAYS = pytest.mark.parametrize("way", ["self", "launcher"])
+
+
+@WAYS
+def test_a_stranger_during_rendezvous_neither_joins_nor_stops_the_job(backend_name, harness, tmp_path, way):
     """Where the framework does fail (``STOPS_THE_JOB``), the test xfails only on that failure's own words."""
     known = STOPS_THE_JOB.get((backend_name, "rendezvous"))
     try:
-        run_with_a_stranger(backend_name, harness, tmp_path, ("rendezvous",))
+        run_with_a_stranger(backend_name, harness, tmp_path, ("rendezvous",), way)
     except AssertionError as failure:
         if known is not None and "pair.cc" in str(failure) and "TIMEOUT" in str(failure):
             pytest.xfail(known)
         raise
 
 
-def test_a_stranger_during_training_neither_joins_nor_stops_the_job(backend_name, harness, tmp_path):
-    stranger = run_with_a_stranger(backend_name, harness, tmp_path, ("held", "running"))
+@WAYS
+def test_a_stranger_during_training_neither_joins_nor_stops_the_job(backend_name, harness, tmp_path, way):
+    stranger = run_with_a_stranger(backend_name, harness, tmp_path, ("held", "running"), way)
     if backend_name in ("torch", "paddle"):  # the store took the stranger's key, and the job went on
-        assert stranger.answered("held"), f"the job's store never answered the stranger's client:\n{stranger.report()}"
+        assert stranger.answered("held", "store"), \
+            f"the job's store never answered the stranger's client:\n{stranger.report()}"
