@@ -32,6 +32,9 @@ from datetime import timedelta
 from typing import Callable, Optional
 
 HOST = "127.0.0.1"
+#: A stranger's request still waiting for an answer after this long is given up: its connection is closed,
+#: as a client with a timeout closes it (a connection held open for good is another visit: a stall, not a request).
+GIVE_UP_SECONDS = 5.0
 #: The start of an HTTP/2 conversation (RFC 9113 3.4): the client preface, then an empty SETTINGS frame.
 HTTP2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0])
 
@@ -71,7 +74,7 @@ def _http_put(address: str, port: int) -> str:
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
     with socket.create_connection((address, port), timeout=2) as connection:
         connection.sendall(request)
-        connection.settimeout(3)
+        connection.settimeout(GIVE_UP_SECONDS)
         try:
             answer = connection.recv(64)
         except socket.timeout:
@@ -83,7 +86,7 @@ def _http_put(address: str, port: int) -> str:
 def _http2(address: str, port: int) -> str:
     with socket.create_connection((address, port), timeout=2) as connection:
         connection.sendall(HTTP2_PREFACE)
-        connection.settimeout(2)
+        connection.settimeout(GIVE_UP_SECONDS)
         try:
             answer = connection.recv(64)
         except socket.timeout:
@@ -97,6 +100,24 @@ REQUESTS: dict[str, dict[str, Callable[[str, int], str]]] = {
     "paddle": {"store": _paddle_store, "http": _http_put},
     "oneflow": {"http2": _http2},
 }
+
+
+def hang_up(address: str, port: int) -> None:
+    """Shut down every connection this process still holds to ``address:port`` (a framework's client blocked on
+    an answer that never comes gets end-of-file, and the server sees the stranger leave)."""
+    from tests.distributed.listening import connected_sockets
+
+    for fd in connected_sockets(os.getpid(), address, port):
+        try:
+            connection = socket.socket(fileno=os.dup(fd))
+        except OSError:
+            continue
+        try:
+            connection.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        finally:
+            connection.close()  # the duplicate only: the client closes its own
 
 
 @dataclass
@@ -116,19 +137,25 @@ class Stranger:
         self.names.setdefault(target, name)
         self.pokes.setdefault(phase, {})[target] = poke(address, port)
         outcomes = self.requests.setdefault(phase, {})
-        for kind, request in REQUESTS.get(self.backend, {}).items():
-            key = f"{kind} {target}"
-            outcomes[key] = "no answer"
+        requests = REQUESTS.get(self.backend, {})
+        for kind in requests:
+            outcomes[f"{kind} {target}"] = "no answer"
 
-            def run(key: str = key, request: Callable[[str, int], str] = request) -> None:
+        def run() -> None:  # one request after the other, each given up after GIVE_UP_SECONDS
+            for kind, request in requests.items():
+                giving_up = threading.Timer(GIVE_UP_SECONDS, hang_up, (address, port))
+                giving_up.daemon = True
+                giving_up.start()
                 try:
-                    outcomes[key] = request(address, port)
+                    outcomes[f"{kind} {target}"] = request(address, port)
                 except Exception as error:  # refused, reset, not a store: all a stranger can expect
-                    outcomes[key] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+                    outcomes[f"{kind} {target}"] = f"{type(error).__name__}: {str(error).splitlines()[0][:160]}"
+                finally:
+                    giving_up.cancel()
 
-            thread = threading.Thread(target=run, name=f"stranger-{phase}-{key}", daemon=True)
-            thread.start()
-            self._threads.append(thread)
+        thread = threading.Thread(target=run, name=f"stranger-{phase}-{target}", daemon=True)
+        thread.start()
+        self._threads.append(thread)
 
     def settle(self, timeout: float = 5) -> None:
         """Give the requests still running up to ``timeout`` seconds in all to end (those left: "no answer")."""

@@ -19,7 +19,11 @@ from __future__ import annotations
 import json
 import os
 import signal
+import subprocess
 import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pytest
@@ -42,67 +46,41 @@ def visit_address(listening: Listening, host: str = HOST) -> str:
     return host if listening.address in ("0.0.0.0", "::") else listening.address.removeprefix("::ffff:")
 
 
-def _ports(job) -> dict[tuple[str, int], str]:
-    return {(visit_address(listening), listening.port): str(listening)
-            for listening in listening_sockets(process_tree(job.pid))}
+class VisitedJob(Protocol):
+    """A running job as the stranger sees it."""
+
+    def ports(self) -> dict[tuple[str, int], str]:
+        """``(address, port)`` the stranger can reach -> the listening socket, as listening.py writes it."""
+
+    def alive(self) -> bool:
+        """Whether every process the test started is still running."""
+
+    def end(self) -> tuple[bool, str]:
+        """Let the held job go on, wait for its end (killing what is left); whether every part exited 0, and
+        what it printed."""
 
 
-#: Where a stranger does stop a job, with the evidence (docs/security.md, "A stranger connecting").
-STOPS_THE_JOB = {
-    ("paddle", "rendezvous"): "paddle 3.3's gloo (its own copy, third_party/gloo) listens on one port per pair of "
-    "ranks while they meet, and appears to take the first connection to it as the peer: random bytes there make the ranks' "
-    "gloo rendezvous fail ('pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 0 peer_str = [127.0.0.1]:<garbage>'), "
-    "exit 1, in 5 of 5 tries; bytes to its TCP store alone, or a store client, do not (docs/security.md).",
-}
+@dataclass
+class OneHostJob:
+    """A job on this machine, started by :func:`start_held_job`: its process tree's ports, on loopback."""
 
+    process: subprocess.Popen
+    out: Path
+    backend: str
+    pids: set[int] = field(default_factory=set)
 
-def run_with_a_stranger(backend_name: str, harness, out, phases: tuple[str, ...], way: str = "self") -> Stranger:
-    """Run the job (``way``: "self" or "launcher") with the stranger visiting its ports in ``phases``
-    ("rendezvous", and/or "held" and "running"), and check that it ended as if nobody had come."""
-    stranger = Stranger(backend_name)
-    started = time.monotonic()
-    job = start_held_job(backend_name, way, out, n_epochs=N_EPOCHS, slow=True)
-    ran_on, pids = None, set()
-    try:
-        seen: set[tuple[str, int]] = set()
-        while not (out / "training").exists() and job.poll() is None and time.monotonic() - started < 120:
-            pids.update(process_tree(job.pid))
-            for (address, port), name in _ports(job).items():
-                if (address, port) not in seen:  # a port newly opened: the job is meeting
-                    seen.add((address, port))
-                    if "rendezvous" in phases:
-                        stranger.visit("rendezvous", port, name, address)
-            time.sleep(0.01)
-        if "held" in phases:
-            for (address, port), name in _ports(job).items():
-                stranger.visit("held", port, name, address)
-            stranger.settle(timeout=3)  # a store answers at once; gloo's listener never does
-        (out / "release").write_text("")
-        if "running" in phases:
-            for (address, port), name in _ports(job).items():
-                stranger.visit("running", port, name, address)
-            ran_on = job.poll() is None  # the job was still training when the last stranger had connected
-    finally:
-        output = finish(job, out, timeout=90)
-        kill_left_over(pids)
-        stranger.settle(timeout=5)
-    took = time.monotonic() - started
-    report = stranger.report()
-    logs = BACKENDS[backend_name].launcher_logs(out)
-    assert job.returncode == 0, f"the job failed after a stranger connected:\n{report}\n{output[-3000:]}\n{logs[-3000:]}"
-    assert took < 120, f"the job took {took:.0f} s with a stranger around:\n{report}"
-    for phase in phases:
-        assert stranger.reached(phase), f"no port was reached {phase}:\n{report}"
-    if "running" in phases:
-        assert ran_on, f"the job had ended before the stranger connected during its batches:\n{report}"
-    expected = single_process_weights(harness, 16, n_epochs=N_EPOCHS)
-    for rank in (0, 1):
-        record = json.loads((out / f"rank_{rank}.json").read_text())
-        assert record["world_size"] == 2 and [item["rank"] for item in record["gathered"]] == [0, 1], record
-        assert record["global_forward_batches"] == 4 * N_EPOCHS
-        assert_close(dict(np.load(out / f"rank_{rank}.npz")), expected)
-    print(f"{backend_name} ({way}), {'/'.join(phases)}: {took:.1f} s; {report}")
-    return stranger
+    def ports(self) -> dict[tuple[str, int], str]:
+        tree = process_tree(self.process.pid)
+        self.pids.update(tree)
+        return {(visit_address(listening), listening.port): str(listening) for listening in listening_sockets(tree)}
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def end(self) -> tuple[bool, str]:
+        output = finish(self.process, self.out, timeout=90)
+        kill_left_over(self.pids)
+        return self.process.returncode == 0, output + BACKENDS[self.backend].launcher_logs(self.out)
 
 
 def kill_left_over(pids: set[int]) -> None:
@@ -114,6 +92,81 @@ def kill_left_over(pids: set[int]) -> None:
             pass
 
 
+#: Where a stranger does stop a job, with the evidence (docs/security.md, "A stranger connecting").
+STOPS_THE_JOB = {
+    ("paddle", "rendezvous"): "paddle 3.3's gloo (its own copy, third_party/gloo) listens on one port per pair of "
+    "ranks while they meet, and appears to take the first connection to it as the peer: random bytes there make the ranks' "
+    "gloo rendezvous fail ('pair.cc:584] TIMEOUT self_rank = 0 pair_rank = 0 peer_str = [127.0.0.1]:<garbage>'), "
+    "exit 1, in 5 of 5 tries; bytes to its TCP store alone, or a store client, do not (docs/security.md).",
+}
+
+
+def run_with_a_stranger(backend_name: str, harness, out: Path, phases: tuple[str, ...], way: str = "self") -> Stranger:
+    """Run the job on this machine (``way``: "self" or "launcher") with the stranger visiting its ports in
+    ``phases`` ("rendezvous", and/or "held" and "running"), and check that it ended as if nobody had come."""
+    stranger = Stranger(backend_name)
+    started = time.monotonic()
+    job = OneHostJob(start_held_job(backend_name, way, out, n_epochs=N_EPOCHS, slow=True), out, backend_name)
+    visit_the_job(job, stranger, phases, out, started)
+    print(f"{backend_name} ({way}), {'/'.join(phases)}: {time.monotonic() - started:.1f} s; {stranger.report()}")
+    check_the_ranks(harness, out)
+    return stranger
+
+
+def visit_the_job(job: VisitedJob, stranger: Stranger, phases: tuple[str, ...], out: Path, started: float) -> None:
+    """The stranger visits ``job``'s ports in ``phases``; fails unless the job then ended well, within 120 s of
+    ``started``, with the stranger's visits made while it ran."""
+    ran_on = None
+    try:
+        seen: set[tuple[str, int]] = set()
+        while not (out / "training").exists() and job.alive() and time.monotonic() - started < 120:
+            for (address, port), name in job.ports().items():
+                if (address, port) not in seen:  # a port newly opened: the job is meeting
+                    seen.add((address, port))
+                    if "rendezvous" in phases:
+                        stranger.visit("rendezvous", port, name, address)
+            time.sleep(0.01)
+        if "held" in phases:
+            for (address, port), name in job.ports().items():
+                stranger.visit("held", port, name, address)
+            stranger.settle(timeout=3)  # a store answers at once; gloo's listener never does
+        (out / "release").write_text("")
+        if "running" in phases:
+            for (address, port), name in job.ports().items():
+                stranger.visit("running", port, name, address)
+            ran_on = job.alive()  # the job was still training when the last stranger had connected
+    finally:
+        ended_well, output = job.end()
+        stranger.close()
+    took = time.monotonic() - started
+    report = stranger.report()
+    assert ended_well, f"the job failed after a stranger connected:\n{report}\n{output[-6000:]}"
+    assert took < 120, f"the job took {took:.0f} s with a stranger around:\n{report}"
+    for phase in phases:
+        assert stranger.reached(phase), f"no port was reached {phase}:\n{report}"
+    if "running" in phases:
+        assert ran_on, f"the job had ended before the stranger connected during its batches:\n{report}"
+
+
+def check_the_ranks(harness, out: Path) -> None:
+    """Both ranks in a world of 2 (the stranger never became a rank), all batches, one process's weights."""
+    expected = single_process_weights(harness, 16, n_epochs=N_EPOCHS)
+    for rank in (0, 1):
+        record = json.loads((out / f"rank_{rank}.json").read_text())
+        assert record["world_size"] == 2 and [item["rank"] for item in record["gathered"]] == [0, 1], record
+        assert record["global_forward_batches"] == 4 * N_EPOCHS
+        assert_close(dict(np.load(out / f"rank_{rank}.npz")), expected)
+
+
+def xfail_if_known(backend_name: str, phase: str, failure: AssertionError, stranger_address: str = HOST) -> None:
+    """xfail the test when ``failure`` is the framework's own known one (``STOPS_THE_JOB``), in its own words:
+    gloo's TIMEOUT naming the stranger's address as the peer."""
+    known = STOPS_THE_JOB.get((backend_name, phase))
+    words = str(failure)
+    if known is not None and "pair.cc" in words and "TIMEOUT" in words and f"peer_str = [{stranger_address}]" in words:
+        pytest.xfail(known)
+
+
 #: How the job is started: by itself (a device list), or by the framework's own launcher.
 WAYS = pytest.mark.parametrize("way", ["self", "launcher"])
 
@@ -121,12 +174,10 @@ WAYS = pytest.mark.parametrize("way", ["self", "launcher"])
 @WAYS
 def test_a_stranger_during_rendezvous_neither_joins_nor_stops_the_job(backend_name, harness, tmp_path, way):
     """Where the framework does fail (``STOPS_THE_JOB``), the test xfails only on that failure's own words."""
-    known = STOPS_THE_JOB.get((backend_name, "rendezvous"))
     try:
         run_with_a_stranger(backend_name, harness, tmp_path, ("rendezvous",), way)
     except AssertionError as failure:
-        if known is not None and "pair.cc" in str(failure) and "TIMEOUT" in str(failure):
-            pytest.xfail(known)
+        xfail_if_known(backend_name, "rendezvous", failure)
         raise
 
 
