@@ -15,7 +15,8 @@ the test looks is ``"no answer"``. Those threads end when the job does (its sock
 On another host the stranger is a process of its own in that host's network namespace
 (:class:`StrangerProcess`, running this file as a script: ``python stranger.py BACKEND``, one
 ``PHASE ADDRESS PORT NAME`` line per visit on its standard input, ``settle SECONDS`` to wait for the
-requests; at the end of its input it prints what happened as JSON).
+requests, ``hold ADDRESS PORT SECONDS`` to keep a connection open, sending nothing, until ``leave``; at the
+end of its input it prints what happened as JSON).
 """
 from __future__ import annotations
 
@@ -209,6 +210,21 @@ class StrangerProcess(Stranger):
         assert self.process.stdout is not None
         self.process.stdout.readline()  # "settled"
 
+    def hold(self, address: str, port: int, timeout: float = 60) -> None:
+        """Connect to ``address:port`` as soon as it listens (within ``timeout`` seconds) and keep the connection
+        open, sending nothing, until :meth:`leave`."""
+        self._say(f"hold {address} {port} {timeout}")
+        assert self.process.stdout is not None
+        answer = self.process.stdout.readline().strip()
+        if answer != "held":
+            raise RuntimeError(f"the stranger could not connect to {address}:{port}: {answer}")
+
+    def leave(self) -> None:
+        """Close the connections :meth:`hold` keeps."""
+        self._say("leave")
+        assert self.process.stdout is not None
+        self.process.stdout.readline()  # "left"
+
     def close(self) -> None:
         if self.process.poll() is not None:
             return
@@ -223,17 +239,37 @@ class StrangerProcess(Stranger):
         self.pokes, self.requests, self.names = seen["pokes"], seen["requests"], seen["names"]
 
 
+def _hold(address: str, port: int, timeout: float, held: list[socket.socket]) -> str:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            held.append(socket.create_connection((address, port), timeout=1))
+            return "held"
+        except OSError as error:
+            if time.monotonic() > deadline:
+                return f"{type(error).__name__}: {error}"
+            time.sleep(0.005)
+
+
 def _serve(backend: str) -> None:
     """The stranger process: visits what its input names, prints what happened as JSON at the end."""
     if backend in ("torch", "paddle"):
         __import__(backend)
     stranger = Stranger(backend)
     print("ready", flush=True)
+    held: list[socket.socket] = []
     for line in sys.stdin:
         words = line.split(maxsplit=3)
         if words and words[0] == "settle":
             stranger.settle(float(words[1]))
             print("settled", flush=True)
+        elif words and words[0] == "hold":
+            print(_hold(words[1], int(words[2]), float(words[3]), held), flush=True)
+        elif words and words[0] == "leave":
+            for connection in held:
+                connection.close()
+            held.clear()
+            print("left", flush=True)
         elif len(words) >= 3:
             stranger.visit(words[0], int(words[2]), words[3].strip() if len(words) > 3 else "", words[1])
     stranger.settle()
