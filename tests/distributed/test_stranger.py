@@ -12,7 +12,9 @@ paddle, and an HTTP PUT on paddle; an HTTP/2 opening on oneflow's gRPC ports) in
 - **running**: every port again right after the ranks are let go, while the remaining batches run.
 
 The job must end with exit 0, both ranks in a world of 2 (the stranger never became a rank), and each rank
-the weights of one process trained on the global batch.
+the weights of one process trained on the global batch. A self-launched job is visited while it meets in one
+test and while it trains in another; a launcher's job once in all three phases (two jobs where a stranger
+stops the job while it meets: ``jobs_to_run``), to keep the added time small.
 """
 from __future__ import annotations
 
