@@ -9,8 +9,9 @@ meeting point across nodes, ``--master``: an HTTP key-value server); on oneflow 
 and SETTINGS frame (the opening of a gRPC conversation: its control ports speak gRPC); on jittor (mpirun's
 channel speaks PRRTE's own framing) random bytes only. A store client on a port that is not a store (gloo's
 listener, say) is answered by nobody, and torch's client waits for the answer without a time limit (its
-timeout covers the connection only): each request runs in a daemon thread, and what has not answered when
-the test looks is ``"no answer"``. Those threads end when the job does (its sockets close).
+timeout covers the connection only): each port's requests run in a daemon thread, one after the other, and
+the stranger gives up a request with no answer after ``GIVE_UP_SECONDS`` (it shuts its connection down, as a
+client with a timeout closes it); what has not answered when the test looks is ``"no answer"``.
 
 On another host the stranger is a process of its own in that host's network namespace
 (:class:`StrangerProcess`, running this file as a script: ``python stranger.py BACKEND``, one
@@ -25,6 +26,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import uuid
@@ -190,12 +192,19 @@ class StrangerProcess(Stranger):
 
     def __init__(self, backend: str, command_prefix: list[str], env: Optional[dict[str, str]] = None) -> None:
         super().__init__(backend)
+        self._errors = tempfile.TemporaryFile("w+")  # a framework client's logging cannot fill a pipe and block it
         self.process = subprocess.Popen([*command_prefix, sys.executable, __file__, backend], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                                        stdout=subprocess.PIPE, stderr=self._errors, text=True, env=env)
         ready = self.process.stdout.readline() if self.process.stdout else ""
         if ready.strip() != "ready":
             self.process.kill()
-            raise RuntimeError(f"the stranger process did not start: {ready}{self.process.communicate()[1][-2000:]}")
+            self.process.wait()
+            raise RuntimeError(f"the stranger process did not start: {ready}{self.errors()}")
+
+    def errors(self) -> str:
+        """The end of what the stranger process wrote to its standard error."""
+        self._errors.seek(0)
+        return self._errors.read()[-2000:]
 
     def _say(self, line: str) -> None:
         assert self.process.stdin is not None
@@ -229,12 +238,12 @@ class StrangerProcess(Stranger):
         if self.process.poll() is not None:
             return
         try:
-            output, errors = self.process.communicate(timeout=30)
+            output, _ = self.process.communicate(timeout=30)
         except subprocess.TimeoutExpired:
             self.process.kill()
-            output, errors = self.process.communicate()
+            output, _ = self.process.communicate()
         if self.process.returncode != 0 or not output.strip():
-            raise RuntimeError(f"the stranger process failed ({self.process.returncode}): {errors[-2000:]}")
+            raise RuntimeError(f"the stranger process failed ({self.process.returncode}): {self.errors()}")
         seen = json.loads(output.strip().splitlines()[-1])
         self.pokes, self.requests, self.names = seen["pokes"], seen["requests"], seen["names"]
 
@@ -277,4 +286,5 @@ def _serve(backend: str) -> None:
 
 
 if __name__ == "__main__":
+    sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))  # for tests.*
     _serve(sys.argv[1])
