@@ -147,6 +147,34 @@ def connected_addresses(pid: int) -> set[tuple[str, str]]:
     return found
 
 
+def connected_sockets(pid: int, address: str, port: int) -> list[int]:
+    """The file descriptors of process ``pid`` (this process, to use them) that hold an established TCP
+    connection to ``address:port``."""
+    by_inode: dict[str, int] = {}
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                by_inode[target[8:-1]] = int(fd)
+    except OSError:
+        return []
+    found = []
+    wanted = ipaddress.ip_address(address)
+    for name, family in (("tcp", socket.AF_INET), ("tcp6", socket.AF_INET6)):
+        for line in _read(f"/proc/{pid}/net/{name}").splitlines()[1:]:
+            fields = line.split()
+            if len(fields) < 10 or fields[3] != _TCP_ESTABLISHED or fields[9] not in by_inode:
+                continue
+            remote, remote_port = fields[2].rsplit(":", 1)
+            seen = ipaddress.ip_address(_address(remote, family))
+            if int(remote_port, 16) == port and (getattr(seen, "ipv4_mapped", None) or seen) == wanted:
+                found.append(by_inode[fields[9]])
+    return found
+
+
 def _command(pid: int) -> str:
     return _read(f"/proc/{pid}/comm").strip() or "?"
 

@@ -29,13 +29,13 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def start_held_job(backend_name: str, way: str, out: Path, **extra) -> subprocess.Popen:
-    """A 2-rank train_job that holds after batch 2 until ``out/release`` exists (``way``: "self" or "launch");
-    ``extra``: more of train_job's config (``n_epochs``, ``slow``)."""
+    """A 2-rank train_job that holds after batch 2 until ``out/release`` exists (``way``: "self", "launch", or
+    "launcher": the framework's own); ``extra``: more of train_job's config (``n_epochs``, ``slow``)."""
     backend = BACKENDS[backend_name]
     config = {"backend": backend_name, "out": str(out), "world_size": 2, "hold": True,
               "device": ["cpu", "cpu"] if way == "self" else None, **extra}
     script = JOBS / ("launch_job.py" if way == "launch" else "train_job.py")
-    command = backend.launch([str(script), json.dumps(config)], "self", 2, out)
+    command = backend.launch([str(script), json.dumps(config)], backend.launcher if way == "launcher" else "self", 2, out)
     env = {**job_environment(), "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))}
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True, env=env, cwd=out)

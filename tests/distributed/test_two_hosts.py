@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Optional
 
 import numpy as np
 import pytest
@@ -31,9 +32,10 @@ INTERFACE_VARIABLES = ("GLOO_SOCKET_IFNAME", "NCCL_SOCKET_IFNAME", "TP_SOCKET_IF
 
 
 def launcher_command(backend: str, node_rank: int, master: two_hosts.Host, per_node: int, port: int,
-                     out: Path) -> list[str]:
-    """docs/multinode.md's command for ``backend``'s launcher on node ``node_rank``."""
-    job = [str(JOB), str(out), str(BATCH), backend]
+                     out: Path, job: Optional[list[str]] = None) -> list[str]:
+    """docs/multinode.md's command for ``backend``'s launcher on node ``node_rank``, running ``job`` (a script and
+    its arguments; two_hosts_job.py by default)."""
+    job = job or [str(JOB), str(out), str(BATCH), backend]
     if backend == "torch":
         return [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--node_rank", str(node_rank),
                 "--master_addr", master.address, "--master_port", str(port), "--nproc_per_node", str(per_node), *job]
@@ -48,13 +50,13 @@ def launcher_command(backend: str, node_rank: int, master: two_hosts.Host, per_n
 
 
 def start_node(backend: str, host: two_hosts.Host, master: two_hosts.Host, node_rank: int, per_node: int,
-               out: Path, port: int) -> subprocess.Popen:
+               out: Path, port: int, job: Optional[list[str]] = None) -> subprocess.Popen:
     env = {**job_environment(), "PYTHONPATH": str(ROOT)}
     for name in INTERFACE_VARIABLES:
         env.pop(name, None)
     folder = out / f"node{node_rank}"  # the node's working directory (paddle writes ./log there)
     folder.mkdir()
-    command = host.command(launcher_command(backend, node_rank, master, per_node, port, out))
+    command = host.command(launcher_command(backend, node_rank, master, per_node, port, out, job))
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env,
                             cwd=folder, start_new_session=True)
 

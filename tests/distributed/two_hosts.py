@@ -36,6 +36,22 @@ class Host:
         reset reaches anyone) or up again."""
         _ip("-n", self.namespace, "link", "set", self.interface, "up" if up else "down")
 
+    def pids(self) -> list[int]:
+        """Every process inside this host now (read from /proc: cheap enough to poll)."""
+        try:
+            namespace = f"net:[{os.stat(f'/run/netns/{self.namespace}').st_ino}]"
+        except OSError:
+            return []
+        found = []
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if os.readlink(f"/proc/{entry}/ns/net") == namespace:
+                        found.append(int(entry))
+                except OSError:
+                    continue
+        return found
+
     def kill_everything(self) -> None:
         """Kill every process inside this host (a launcher's ranks may run in sessions of their own)."""
         found = subprocess.run(["ip", "netns", "pids", self.namespace], capture_output=True, text=True).stdout
@@ -82,14 +98,47 @@ def two_hosts() -> Iterator[tuple[Host, Host]]:
         _ip("link", "add", hosts[0].interface, "type", "veth", "peer", "name", hosts[1].interface)
         for host in hosts:
             _ip("link", "set", host.interface, "netns", host.namespace)
-            _ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", host.interface)
-            _ip("-n", host.namespace, "link", "set", host.interface, "up")
-            _ip("-n", host.namespace, "link", "set", "lo", "up")
+            _configure(host)
         yield hosts  # type: ignore[misc]
     finally:
         for host in hosts:
             host.kill_everything()
             subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)  # removes its veth end too
+
+
+def _configure(host: Host) -> None:
+    _ip("-n", host.namespace, "addr", "add", f"{host.address}/24", "dev", host.interface)
+    _ip("-n", host.namespace, "link", "set", host.interface, "up")
+    _ip("-n", host.namespace, "link", "set", "lo", "up")
+
+
+@contextmanager
+def two_hosts_and_a_stranger() -> Iterator[tuple[Host, Host, Host]]:
+    """Two hosts and a third, the stranger's, on one network: each host's link goes to a bridge (a switch, in a
+    namespace of its own), as machines on one cluster network are. Removed on the way out, whatever happened."""
+    tag = f"{os.getpid() % 100000}{random.randint(0, 999):03d}"
+    subnet = _free_subnet()
+    hosts = tuple(Host(f"fct{tag}{side}", f"fv{tag}{side}", str(subnet.network_address + index + 1))
+                  for index, side in enumerate("abc"))
+    switch, bridge = f"fct{tag}s", f"fb{tag}"
+    try:
+        _ip("netns", "add", switch)
+        _ip("-n", switch, "link", "add", bridge, "type", "bridge")
+        _ip("-n", switch, "link", "set", bridge, "up")
+        for host in hosts:
+            _ip("netns", "add", host.namespace)
+            port = f"fw{host.interface[2:]}"  # the switch's end of this host's link
+            _ip("link", "add", host.interface, "netns", host.namespace, "type", "veth", "peer", "name", port,
+                "netns", switch)
+            _ip("-n", switch, "link", "set", port, "master", bridge)
+            _ip("-n", switch, "link", "set", port, "up")
+            _configure(host)
+        yield hosts  # type: ignore[misc]
+    finally:
+        for host in hosts:
+            host.kill_everything()
+            subprocess.run(["ip", "netns", "del", host.namespace], capture_output=True)
+        subprocess.run(["ip", "netns", "del", switch], capture_output=True)  # the bridge and the links' other ends
 
 
 @contextmanager

@@ -100,7 +100,8 @@ def explain_gloo_start_failure(error: BaseException, world_size: int,
     no other machine reaches. Otherwise paddle's start-up race: paddle 3.3 connects every gloo group twice
     on the same store keys (its comm context, then its process group), so a rank ahead of a peer can read
     the peer's stale address ("Connection refused" on it, TIMEOUT on the others); it happens in a large
-    share of starts with more than two CPU ranks. Any other error is returned as it is.
+    share of starts with more than two CPU ranks. The same TIMEOUT comes when something that is not a rank
+    connects to gloo's port while the ranks meet (docs/security.md). Any other error is returned as it is.
     """
     if _GLOO_CONNECT_FAILURE not in str(error):
         return error
@@ -122,4 +123,6 @@ def explain_gloo_start_failure(error: BaseException, world_size: int,
         f"paddle could not connect its {world_size} gloo (CPU) ranks: {error}. Paddle 3.3 sets up each gloo "
         "group twice on the same store keys, and a rank that gets ahead of another can read its stale address; "
         "with more than 2 CPU ranks on one machine this fails in a large share of starts. Start the job again, "
-        "use 2 CPU ranks, or GPU ranks (nccl). See docs/backends/paddle.md (Data parallel).")
+        "use 2 CPU ranks, or GPU ranks (nccl). See docs/backends/paddle.md (Data parallel). A TIMEOUT whose peer_str "
+        "is none of the job's hosts is another process that connected to gloo's port while the ranks met, which gloo "
+        "took for a rank: docs/security.md (A stranger connecting).")
