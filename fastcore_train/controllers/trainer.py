@@ -301,9 +301,11 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         self._batches_at_start = self.state.global_forward_batches
         requeue_signals = sorted({number for callback in self.callback_manager.callbacks
                                   for number in getattr(callback, "requeue_signals", ())})
-        # the loaders built from the user's (and the evaluator's) keep their workers between epochs and evaluations
-        with self.adapted_loaders.held(), self._evaluation_loaders_held(), \
-                RunGuard(self.driver, requeue_signals) as self._guard:
+        # the loaders built from the user's (and the evaluator's) keep their workers between epochs and
+        # evaluations; released before the guard ends: a worker forked during the run holds the guard's
+        # watcher's pipe, whose end the watcher waits for
+        with RunGuard(self.driver, requeue_signals) as self._guard, self.adapted_loaders.held(), \
+                self._evaluation_loaders_held():
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
         return self._train_output(time.perf_counter() - started)
 

@@ -320,18 +320,23 @@ def two_rank_body(config: dict) -> dict:
     after 2 batches; the processes that loaded them and the loader workers left afterwards."""
     import jittor as jt
 
-    def batches_seen(num_workers: int, **run) -> tuple[list, set]:
+    def batches_seen(num_workers: int, evaluate: bool = False, **run) -> tuple[list, set]:
         model = Model(initial_weights(), 0.0)
         seen = Seen()
         Trainer(model, Samples(num_workers), HARNESS.make_sgd(model, 0.1), driver="jittor", device=None, n_epochs=2,
-                progress_bar=None, callbacks=[seen], model_summary=False).run(num_eval_sanity_batch=0, **run)
+                progress_bar=None, callbacks=[seen], model_summary=False,
+                **(dict(evaluate_dataloaders=Samples(2), evaluate_batch_step_fn=served) if evaluate else {}),
+                ).run(num_eval_sanity_batch=0, **run)
         return seen.batches, seen.pids
 
+    served = Served()
     plain, _ = batches_seen(0)
-    loaded, pids = batches_seen(2)
+    loaded, pids = batches_seen(2, evaluate=True)
+    evaluated, evaluation_pids = served.take()
     abandoned, _ = batches_seen(2, num_train_batch_per_epoch=2)
     return {"rank": jt.rank, "plain": plain, "loaded": loaded, "abandoned": abandoned, "pid": os.getpid(),
-            "pids": sorted(pids), "left": [p.pid for p in loader_workers()]}
+            "pids": sorted(pids), "left": [p.pid for p in loader_workers()], "evaluated": evaluated,
+            "evaluation_pids": sorted(evaluation_pids), "evaluation_left": sorted(evaluation_pids & live_children())}
 
 
 @pytest.mark.distributed
@@ -345,5 +350,12 @@ def test_two_mpi_ranks_each_load_their_share_in_workers(rank_pool):
         assert len(report["pids"]) == 2 and report["pid"] not in report["pids"]
         per_epoch = len(report["plain"]) // 2
         assert report["abandoned"] == report["plain"][:2] + report["plain"][per_epoch:per_epoch + 2]
+        # each rank evaluated its share twice (two epochs) in two workers of its own, stopped when run() ended
+        half = len(report["evaluated"]) // 2
+        assert report["evaluated"][:half] == report["evaluated"][half:]
+        assert len(report["evaluation_pids"]) == 2 and report["pid"] not in report["evaluation_pids"]
+        assert report["evaluation_left"] == []
+    shares = [sum(report["evaluated"][:len(report["evaluated"]) // 2], []) for report in ranks]
+    assert sorted(shares[0] + shares[1]) == list(range(40)) and not set(shares[0]) & set(shares[1])
     first_epoch = [sorted(sum(report["plain"][:len(report["plain"]) // 2], [])) for report in ranks]
     assert not set(first_epoch[0]) & set(first_epoch[1]) and sorted(first_epoch[0] + first_epoch[1]) == list(range(40))
