@@ -1,9 +1,9 @@
 """Memory per rank: one process, 2-rank DDP, 2-rank FSDP2 and 2-rank tensor parallel, on CPU.
 
-Trains a model of 8 ``Linear(2048, 2048)`` layers with ReLUs between them (33.6 M parameters,
-134 MB in float32) with AdamW for ``--steps`` steps of ``--batch`` samples through the Trainer,
-in four configurations, each in fresh processes this script starts (it runs itself with
-``--worker NAME``):
+Trains a model of 8 ``Linear(width, width)`` layers with ReLUs between them (``--width``: 2048 by
+default, 33.6 M parameters, 134 MB in float32; 4096: 134 M, 537 MB) with AdamW for ``--steps``
+steps of ``--batch`` samples through the Trainer, in four configurations, each in fresh processes
+this script starts (it runs itself with ``--worker NAME``):
 
 * ``1 process``: ``driver="torch"``, ``device="cpu"``;
 * ``DDP``: ``driver="torch"``, ``device=["cpu", "cpu"]``;
@@ -21,9 +21,16 @@ to one process's, meta builds included). Printed as a markdown table, the larger
 figures. ``fsdp2_meta`` and ``tp_meta`` build the model under ``torch.device("meta")`` and each rank
 reads only its shards of the same initial weights (``init_weights``): no rank holds the whole model.
 
+The width matters to FSDP2's peak: a layer's all-gather and reduce-scatter buffers are as large as
+the layer (16.8 MB at 2048), below the 32 MB that glibc's dynamic mmap threshold can grow to, so
+once freed they stay in glibc's heaps and the peak keeps them (1.15 of one process at 2048); from
+4096 on (67 MB buffers) glibc maps them and hands them back when freed, with no allocator setting.
+What is left above half of one process is the runtime each rank pays and the layer FSDP2 gathers
+while it computes. docs/performance.md has the figures at 2048, 4096 and 6144.
+
 It is a measurement, not a test: it always exits 0.
 
-    python bench/memory.py [--steps 3] [--batch 16]
+    python bench/memory.py [--steps 3] [--batch 16] [--width 2048] [--only fsdp2 tp ...]
 """
 from __future__ import annotations
 
