@@ -1,9 +1,9 @@
 """Memory per rank: one process, 2-rank DDP, 2-rank FSDP2 and 2-rank tensor parallel, on CPU.
 
-Trains a model of 8 ``Linear(2048, 2048)`` layers with ReLUs between them (33.6 M parameters,
-134 MB in float32) with AdamW for ``--steps`` steps of ``--batch`` samples through the Trainer,
-in four configurations, each in fresh processes this script starts (it runs itself with
-``--worker NAME``):
+Trains a model of 8 ``Linear(width, width)`` layers with ReLUs between them (``--width``: 2048 by
+default, 33.6 M parameters, 134 MB in float32; 4096: 134 M, 537 MB) with AdamW for ``--steps``
+steps of ``--batch`` samples through the Trainer, in four configurations, each in fresh processes
+this script starts (it runs itself with ``--worker NAME``):
 
 * ``1 process``: ``driver="torch"``, ``device="cpu"``;
 * ``DDP``: ``driver="torch"``, ``device=["cpu", "cpu"]``;
@@ -21,9 +21,16 @@ to one process's, meta builds included). Printed as a markdown table, the larger
 figures. ``fsdp2_meta`` and ``tp_meta`` build the model under ``torch.device("meta")`` and each rank
 reads only its shards of the same initial weights (``init_weights``): no rank holds the whole model.
 
+The width matters to FSDP2's peak: a layer's all-gather and reduce-scatter buffers are as large as
+the layer (16.8 MB at 2048), below the 32 MB that glibc's dynamic mmap threshold can grow to, so
+once freed they stay in glibc's heaps and the peak keeps them (1.15 of one process at 2048); from
+4096 on (67 MB buffers) glibc maps them and hands them back when freed, with no allocator setting.
+What is left above half of one process is the runtime each rank pays and the layer FSDP2 gathers
+while it computes. docs/performance.md has the figures at 2048, 4096 and 6144.
+
 It is a measurement, not a test: it always exits 0.
 
-    python bench/memory.py [--steps 3] [--batch 16]
+    python bench/memory.py [--steps 3] [--batch 16] [--width 2048] [--only fsdp2 tp ...]
 """
 from __future__ import annotations
 
@@ -43,7 +50,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 if str(REPO_ROOT) not in sys.path:
     sys.path.insert(0, str(REPO_ROOT))
 
-WIDTH, LAYERS = 2048, 8
+WIDTH, LAYERS = 2048, 8  # the default width; --width changes it
 CONFIGS = {  # name -> (label, driver, device, driver kwargs)
     "single": ("1 process", "torch", "cpu", {}),
     "ddp": ("2-rank DDP", "torch", ["cpu", "cpu"], {}),
@@ -77,14 +84,15 @@ def current_rss() -> int:
         return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
-def stack_class():
-    """The measured model's class (torch is imported only where it is built)."""
+def stack_class(width: int = WIDTH):
+    """The measured model's class: ``LAYERS`` layers of ``Linear(width, width)`` (torch is imported
+    only where it is built)."""
     import torch
 
     class Stack(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.layers = torch.nn.ModuleList(torch.nn.Linear(WIDTH, WIDTH) for _ in range(LAYERS))
+            self.layers = torch.nn.ModuleList(torch.nn.Linear(width, width) for _ in range(LAYERS))
 
         def forward(self, x):
             for i, layer in enumerate(self.layers):
@@ -98,22 +106,22 @@ def stack_class():
     return Stack
 
 
-def write_initial_weights(out: Path) -> None:
+def write_initial_weights(out: Path, width: int) -> None:
     """The seeded initial weights, for the meta builds to read their shards from."""
     import torch
     from safetensors.torch import save_file
 
     torch.manual_seed(0)
-    save_file(stack_class()().state_dict(), str(out / INITIAL))
+    save_file(stack_class(width)().state_dict(), str(out / INITIAL))
 
 
-def worker(name: str, out: Path, steps: int, batch: int) -> None:
+def worker(name: str, out: Path, steps: int, batch: int, width: int) -> None:
     import torch
     from torch.utils.data import DataLoader, Dataset
 
     from fastcore_train import Callback, Trainer
 
-    Stack = stack_class()
+    Stack = stack_class(width)
 
     class Samples(Dataset):
         def __len__(self):
@@ -121,7 +129,7 @@ def worker(name: str, out: Path, steps: int, batch: int) -> None:
 
         def __getitem__(self, index):
             generator = torch.Generator().manual_seed(index)
-            return {"x": torch.randn(WIDTH, generator=generator), "y": torch.randn(WIDTH, generator=generator)}
+            return {"x": torch.randn(width, generator=generator), "y": torch.randn(width, generator=generator)}
 
     class Measure(Callback):
         def __init__(self) -> None:
@@ -170,26 +178,31 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--steps", type=int, default=3)
     parser.add_argument("--batch", type=int, default=16, help="samples per step, over all data-parallel ranks")
+    parser.add_argument("--width", type=int, default=WIDTH, help=f"each Linear is width x width (default {WIDTH})")
     parser.add_argument("--only", nargs="*", choices=list(CONFIGS), help="run only these configurations")
     parser.add_argument("--worker")
     parser.add_argument("--out")
     args = parser.parse_args()
     if args.worker:
-        worker(args.worker, Path(args.out), args.steps, args.batch)
+        worker(args.worker, Path(args.out), args.steps, args.batch, args.width)
         return
     import torch
 
-    print(f"# {platform.processor() or platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
+    params = LAYERS * (args.width * args.width + args.width)
+    print(f"# {LAYERS} x Linear({args.width}, {args.width}): {params / 1e6:.1f} M parameters, "
+          f"{params * 4 / MB:.0f} MB; "
+          f"{platform.processor() or platform.machine()}, {os.cpu_count()} cores; Python {platform.python_version()}, "
           f"torch {torch.__version__}; {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     rows = []
     with tempfile.TemporaryDirectory() as out:
         if any(name.endswith("_meta") for name in (args.only or CONFIGS)):
-            write_initial_weights(Path(out))
+            write_initial_weights(Path(out), args.width)
         for name, (label, *_rest) in CONFIGS.items():
             if args.only and name not in args.only:
                 continue
-            done = subprocess.run([sys.executable, __file__, "--worker", name, "--out", out, "--steps", str(args.steps),
-                                   "--batch", str(args.batch)], capture_output=True, text=True)
+            command = [sys.executable, __file__, "--worker", name, "--out", out, "--steps", str(args.steps),
+                       "--batch", str(args.batch), "--width", str(args.width)]
+            done = subprocess.run(command, capture_output=True, text=True)
             files = sorted(Path(out).glob(f"{name}_*.json"))
             if done.returncode != 0 or not files:
                 print(f"{label}: failed ({done.returncode})\n{done.stderr[-3000:]}")

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Callable, Optional, Union
 
+from fastcore_train.controllers.adapted_loaders import AdaptedLoaders
 from fastcore_train.controllers.batch_io import ModelCaller, outputs_as_mapping
 from fastcore_train.controllers.eval_loss import LOSS_KEY, EvalLoss, mean_loss
 from fastcore_train.controllers.options import split_backend_kwargs
@@ -20,7 +21,7 @@ from fastcore_train.log import logger, set_rank
 from fastcore_train.drivers.driver import Driver
 from fastcore_train.controllers.evaluator_metrics import EvaluatorMetric, normalize_metrics
 from fastcore_train.controllers.predict import Predictor
-from fastcore_train.samplers.adapt import make_unrepeated_dataloader, ranks_share_batches
+from fastcore_train.samplers.adapt import make_unrepeated_dataloader, ranks_share_batches, whole_copy
 from fastcore_train.utils.param_call import apply_mapping
 
 EvaluateBatchStepFn = Callable[["Evaluator", Any], None]
@@ -83,9 +84,16 @@ class Evaluator:
         # Distributed: each rank evaluates a disjoint share and metrics are aggregated across ranks.
         self._split: dict[Optional[str], bool] = {name: False for name in self.dataloaders}
         split = options.get("use_dist_sampler")
-        if self.driver.comm.is_distributed() and (split is None or bool(split)) and not ranks_share_batches(self.driver):
-            for name, dataloader in self.dataloaders.items():
+        splits = (self.driver.comm.is_distributed() and (split is None or bool(split))
+                  and not ranks_share_batches(self.driver))
+        #: The loaders built here (copies of the given ones), released when a run ends (:meth:`run`).
+        self.adapted_loaders = AdaptedLoaders(self.driver.data)
+        for name, dataloader in self.dataloaders.items():
+            if splits:
                 self.dataloaders[name], self._split[name] = make_unrepeated_dataloader(self.driver, dataloader)
+            elif self.driver.data.copy_for_evaluation:  # the framework's own loader must not serve it (jittor)
+                self.dataloaders[name] = whole_copy(self.driver, dataloader)
+            self.adapted_loaders.add(self.dataloaders[name], dataloader)
         self.metrics = normalize_metrics(metrics)
         if not self.metrics and evaluate_batch_step_fn is None:
             raise ValueError("Evaluator needs metrics (a dict {name: Metric}) or an evaluate_batch_step_fn.")
@@ -128,9 +136,15 @@ class Evaluator:
 
         Returns :class:`EvaluateResults`; a dataloader that gave no batch (on every rank) has no
         entry in them, is named in their ``no_data`` and in a warning, and is not reported as 0.
+        The loaders built from the given ones are released when it ends (their worker processes
+        stop), or when the enclosing ``Trainer.run`` does.
         """
         if not isinstance(num_eval_batch_per_dl, int) or num_eval_batch_per_dl == 0 or num_eval_batch_per_dl < -1:
             raise ValueError(f"num_eval_batch_per_dl must be -1 (all) or a positive int, got {num_eval_batch_per_dl!r}.")
+        with self.adapted_loaders.held():
+            return self._run(num_eval_batch_per_dl)
+
+    def _run(self, num_eval_batch_per_dl: int) -> dict[str, Any]:
         driver = self.driver
         if self.model_use_eval_mode:
             driver.set_model_mode("eval")

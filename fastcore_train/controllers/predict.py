@@ -16,6 +16,7 @@ from typing import Any, Callable, Optional, Union
 
 import numpy as np
 
+from fastcore_train.controllers.adapted_loaders import AdaptedLoaders
 from fastcore_train.controllers.batch_io import ModelCaller
 from fastcore_train.controllers.prediction_shards import PredictionShards, ShardWriter
 from fastcore_train.log import logger
@@ -105,6 +106,14 @@ class Predictor:
             loader, indices = dataloader, None
         else:
             loader, indices = share
+        adapted = AdaptedLoaders(driver.data)  # the copy's workers stop when this call ends
+        adapted.add(loader, dataloader)
+        with adapted.held():
+            return self._predict(loader, indices, share is not None, output_dir, on_batch)
+
+    def _predict(self, loader: Any, indices: Optional[list[int]], split_in_shares: bool,
+                 output_dir: Union[str, Path, None], on_batch: Optional[Callable[[int], None]]) -> Any:
+        driver = self.driver
         writer = ShardWriter(output_dir, driver.comm.rank) if output_dir is not None else None
         rows: list[Any] = []
         served = 0
@@ -130,7 +139,7 @@ class Predictor:
             raise RuntimeError(f"predict: the dataloader served {served} samples where its sampler holds "
                                f"{len(indices)}; a collate_fn that drops or adds samples cannot be predicted "
                                "in dataset order.")
-        split = share is not None and driver.comm.is_distributed()
+        split = split_in_shares and driver.comm.is_distributed()
         if writer is not None:
             writer.close()
             if split:

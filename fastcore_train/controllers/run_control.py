@@ -130,8 +130,6 @@ class RunControlMixin:
             self._wait_for_checkpoint_quietly()
             self.driver.on_exception(error)
             raise
-        finally:
-            self.driver.data.release(self.dataloader)  # loader workers kept between epochs stop with run()
 
     def _fire_exception(self, error: BaseException) -> None:
         """Run every ``on_exception`` listener; one that fails is logged and noted on ``error``

@@ -20,10 +20,12 @@ from __future__ import annotations
 import math
 import time
 from collections import defaultdict
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any, Callable, ClassVar, Optional, Sequence, Union
 
 from fastcore_train import log
+from fastcore_train.controllers.adapted_loaders import AdaptedLoaders
 from fastcore_train.controllers.arguments import (TRAINER_OPTIONS, check_nan_guard, check_run_arguments,
                                                   check_train_dataloader, check_trainer_arguments)
 from fastcore_train.controllers.batch_io import ModelCaller
@@ -145,6 +147,10 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
             shards, shard = self.driver.data_shard() if distribute else (1, 0)
             self.dataloader = make_reproducible_dataloader(
                 self.driver, train_dataloader, seed=options.get("sampler_seed", 0), num_replicas=shards, rank=shard)
+
+        #: The training loader built here (a copy of the given one), released when run() ends.
+        self.adapted_loaders = AdaptedLoaders(self.driver.data)
+        self.adapted_loaders.add(self.dataloader, train_dataloader)
 
         fn, signature_fn = self.driver.get_model_call_fn(train_fn or "train_step", for_training=True)
         self._call_model = ModelCaller(fn, signature_fn, model_wo_auto_param_call)
@@ -295,9 +301,16 @@ class Trainer(BatchStepMixin, TrainLoopMixin, RunControlMixin, PersistenceMixin,
         self._batches_at_start = self.state.global_forward_batches
         requeue_signals = sorted({number for callback in self.callback_manager.callbacks
                                   for number in getattr(callback, "requeue_signals", ())})
-        with RunGuard(self.driver, requeue_signals) as self._guard:
+        # the loaders built from the user's (and the evaluator's) keep their workers between epochs and
+        # evaluations; released before the guard ends: a worker forked during the run holds the guard's
+        # watcher's pipe, whose end the watcher waits for
+        with RunGuard(self.driver, requeue_signals) as self._guard, self.adapted_loaders.held(), \
+                self._evaluation_loaders_held():
             self._run_guarded(num_eval_sanity_batch, resume_from, resume_training, catch_KeyboardInterrupt)
         return self._train_output(time.perf_counter() - started)
+
+    def _evaluation_loaders_held(self) -> Any:
+        return self.evaluator.adapted_loaders.held() if self.evaluator is not None else nullcontext()
 
     def stop_training(self) -> None:
         """Ask the loop to stop after the current batch (e.g. early stopping). In data parallel one rank's

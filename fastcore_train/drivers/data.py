@@ -30,6 +30,10 @@ class DataAdapter:
     #: True where reading a value back (``to_numeric``) makes a lazy framework run its graph in
     #: pieces, which changes float rounding (jittor): the Trainer then adds no default NaN guard.
     reading_changes_results = False
+    #: True where the framework's own loader must not serve an evaluation even when the ranks do
+    #: not split it (jittor's Dataset: its workers are not ours to stop, see
+    #: ``backends/jittor/batch_workers.py``): the Evaluator then reads a copy of it in dataset order.
+    copy_for_evaluation = False
     #: The backend's ``tensors`` module: ``to_numeric(value)``, ``to_numpy(value)`` and (where
     #: batches are moved) ``move_to_device(batch, device)``. None: values are left as they are.
     tensors: Optional[ModuleType] = None
@@ -77,7 +81,8 @@ class DataAdapter:
 
     def release(self, dataloader: Any) -> None:
         """Stop what a dataloader of ours keeps running between epochs (jittor's copy of a Dataset:
-        its worker processes); called when ``run()`` ends. The next epoch starts it again."""
+        its worker processes); called for every loader a controller adapted when its ``run()``
+        ends (:mod:`fastcore_train.controllers.adapted_loaders`). The next epoch starts it again."""
 
     def to_device(self, batch: Any) -> Any:
         """``batch`` ready for the model: moved when batches do not arrive on the device

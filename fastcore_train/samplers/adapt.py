@@ -112,10 +112,21 @@ def make_unrepeated_dataloader(driver: Any, dataloader: Any) -> tuple[Any, bool]
 def unrepeated_share(driver: Any, dataloader: Any) -> Optional[tuple[Any, list[int]]]:
     """This rank's share of ``dataloader`` in dataset order, and the dataset indices it serves (in
     the order it serves them); None when the loader cannot take another batch sampler."""
+    return _in_dataset_order(driver, dataloader, driver.comm.world_size, driver.comm.rank)
+
+
+def whole_copy(driver: Any, dataloader: Any) -> Any:
+    """A copy of ``dataloader`` serving all of it in dataset order (every rank the same), or
+    ``dataloader`` itself when it cannot take another batch sampler."""
+    copy = _in_dataset_order(driver, dataloader, 1, 0)
+    return dataloader if copy is None else copy[0]
+
+
+def _in_dataset_order(driver: Any, dataloader: Any, shares: int, share: int) -> Optional[tuple[Any, list[int]]]:
     args = driver.data.dataloader_args(dataloader)
     if args is None or not args.default_batching or not args.batch_size:
         return None
     sampler = UnrepeatedSequentialSampler(args.dataset)
-    sampler.set_distributed(driver.comm.world_size, driver.comm.rank)
+    sampler.set_distributed(shares, share)
     batches = BatchedIndices(sampler, args.batch_size, drop_last=False)
     return driver.data.replace_batch_sampler(dataloader, batches), list(sampler)

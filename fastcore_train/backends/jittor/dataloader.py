@@ -128,6 +128,7 @@ class JittorData(DataAdapter):
             dataloader.close()
 
     example = "a jittor.dataset.Dataset with set_attrs(batch_size=...)"
+    copy_for_evaluation = True  # jittor's own workers would outlive run(); ours stop with it
     reading_changes_results = True  # jittor is lazy: a read runs the pending graph on its own
     dataloader_args = staticmethod(get_dataloader_args)
     replace_batch_sampler = staticmethod(replace_batch_sampler)

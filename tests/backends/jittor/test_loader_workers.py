@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 from jittor.dataset import Dataset
 
-from fastcore_train import Callback, Trainer
+from fastcore_train import Callback, Evaluator, Trainer
 from fastcore_train.backends.jittor import JittorSingleDriver
 from fastcore_train.backends.jittor.batch_workers import WorkerError
 from fastcore_train.backends.jittor.dataloader import SampledDataset
@@ -23,7 +23,7 @@ from fastcore_train.samplers.adapt import make_reproducible_dataloader
 from tests.conformance.harnesses.base import initial_weights, make_data
 from tests.conformance.harnesses.jittor import Harness
 from tests.conformance.helpers import SaveAndStop, StopRun, assert_weights_equal
-from tests.processes import read_line, wait_until
+from tests.processes import read_line, run_process_tree, wait_until
 
 HARNESS = Harness()
 ROOT = Path(__file__).resolve().parents[3]
@@ -177,6 +177,101 @@ def test_a_workers_exception_names_the_sample_and_a_dead_worker_is_named_and_bot
     assert loader_workers() == []
 
 
+def live_children() -> set[int]:
+    """The processes this one started that are still there (zombies left out), read from /proc."""
+    pids: set[int] = set()
+    for task in os.listdir(f"/proc/{os.getpid()}/task"):
+        try:
+            with open(f"/proc/{os.getpid()}/task/{task}/children") as children:
+                pids.update(int(pid) for pid in children.read().split())
+        except FileNotFoundError:  # the thread ended meanwhile
+            pass
+
+    def running(pid: int) -> bool:
+        try:
+            with open(f"/proc/{pid}/stat") as stat:
+                return stat.read().split(") ")[1][0] != "Z"
+        except FileNotFoundError:
+            return False
+    return {pid for pid in pids if running(pid)}
+
+
+class Served:
+    """An ``evaluate_batch_step_fn`` noting each evaluated batch's samples and the processes that
+    loaded them; at an evaluation's first batch, that those processes are children of this one."""
+
+    def __init__(self) -> None:
+        self.batches: list = []
+        self.pids: set = set()
+
+    def __call__(self, evaluator, batch) -> None:
+        pids = set(batch["pid"].numpy().tolist())
+        if not self.batches:
+            assert pids <= live_children(), "the workers show as children of this process"
+        self.batches.append(batch["idx"].numpy().tolist())
+        self.pids |= pids
+
+    def take(self) -> tuple[list, set]:
+        taken = self.batches, self.pids
+        self.batches, self.pids = [], set()
+        return taken
+
+
+IN_ORDER = [list(range(start, start + 4)) for start in range(0, 40, 4)]
+
+
+def test_the_evaluation_loaders_workers_stop_when_run_ends_and_start_again_with_the_next_run():
+    model, served = Model(initial_weights(), 0.0), Served()
+    built = Trainer(model, Samples(0), HARNESS.make_sgd(model, 0.1), driver="jittor", device="cpu", n_epochs=2,
+                    evaluate_dataloaders=Samples(2), evaluate_batch_step_fn=served, progress_bar=None,
+                    model_summary=False)
+    built.run(num_eval_sanity_batch=0)
+    batches, first = served.take()
+    assert batches == IN_ORDER * 2, "two evaluations, each of every sample in dataset order"
+    assert len(first) == 2 and os.getpid() not in first, "loaded by two workers, kept from one evaluation to the next"
+    assert not first & live_children(), "run() stopped the evaluation loader's workers"
+    built.run(num_eval_sanity_batch=-1)  # nothing left to train: the evaluation before training only
+    batches, second = served.take()
+    assert batches == IN_ORDER and len(second) == 2 and not second & first, "new workers served it"
+    assert not second & live_children()
+
+
+def test_a_standalone_evaluators_workers_stop_when_its_run_ends_and_start_again():
+    served = Served()
+    evaluator = Evaluator(Model(initial_weights(), 0.0), Samples(2), driver="jittor", device="cpu",
+                          evaluate_batch_step_fn=served, verbose=0)
+    evaluator.run()
+    batches, first = served.take()
+    assert batches == IN_ORDER and len(first) == 2 and os.getpid() not in first
+    assert not first & live_children(), "Evaluator.run() stopped its loader's workers"
+    evaluator.run()
+    batches, second = served.take()
+    assert batches == IN_ORDER and len(second) == 2 and not second & first
+    assert not second & live_children()
+
+
+EVALUATING = """
+import sys
+sys.path.insert(0, {root!r})
+from tests.backends.jittor.test_loader_workers import HARNESS, Model, Samples, Served
+from tests.conformance.harnesses.base import initial_weights
+from fastcore_train import Trainer
+model = Model(initial_weights(), 0.0)
+Trainer(model, Samples(0), HARNESS.make_sgd(model, 0.1), driver="jittor", device="cpu", n_epochs=1,
+        evaluate_dataloaders=Samples(2), evaluate_batch_step_fn=Served(), progress_bar=None,
+        model_summary=False).run(num_eval_sanity_batch=0)
+print("trained", flush=True)
+"""
+
+
+def test_a_script_that_evaluated_with_workers_exits():
+    # jittor's own workers, forked while run()'s SIGTERM handler was set, only noted the SIGTERM that
+    # multiprocessing sends its daemons at exit, which then waited for them for good
+    done = run_process_tree([sys.executable, "-c", EVALUATING.format(root=str(ROOT))], timeout=120)
+    assert done.returncode == 0 and "trained" in done.stdout, done.stderr[-3000:]
+    assert "SIGTERM received" not in done.stderr
+
+
 EXITING = """
 import os, sys, time
 sys.path.insert(0, {root!r})
@@ -225,18 +320,23 @@ def two_rank_body(config: dict) -> dict:
     after 2 batches; the processes that loaded them and the loader workers left afterwards."""
     import jittor as jt
 
-    def batches_seen(num_workers: int, **run) -> tuple[list, set]:
+    def batches_seen(num_workers: int, evaluate: bool = False, **run) -> tuple[list, set]:
         model = Model(initial_weights(), 0.0)
         seen = Seen()
         Trainer(model, Samples(num_workers), HARNESS.make_sgd(model, 0.1), driver="jittor", device=None, n_epochs=2,
-                progress_bar=None, callbacks=[seen], model_summary=False).run(num_eval_sanity_batch=0, **run)
+                progress_bar=None, callbacks=[seen], model_summary=False,
+                **(dict(evaluate_dataloaders=Samples(2), evaluate_batch_step_fn=served) if evaluate else {}),
+                ).run(num_eval_sanity_batch=0, **run)
         return seen.batches, seen.pids
 
+    served = Served()
     plain, _ = batches_seen(0)
-    loaded, pids = batches_seen(2)
+    loaded, pids = batches_seen(2, evaluate=True)
+    evaluated, evaluation_pids = served.take()
     abandoned, _ = batches_seen(2, num_train_batch_per_epoch=2)
     return {"rank": jt.rank, "plain": plain, "loaded": loaded, "abandoned": abandoned, "pid": os.getpid(),
-            "pids": sorted(pids), "left": [p.pid for p in loader_workers()]}
+            "pids": sorted(pids), "left": [p.pid for p in loader_workers()], "evaluated": evaluated,
+            "evaluation_pids": sorted(evaluation_pids), "evaluation_left": sorted(evaluation_pids & live_children())}
 
 
 @pytest.mark.distributed
@@ -250,5 +350,12 @@ def test_two_mpi_ranks_each_load_their_share_in_workers(rank_pool):
         assert len(report["pids"]) == 2 and report["pid"] not in report["pids"]
         per_epoch = len(report["plain"]) // 2
         assert report["abandoned"] == report["plain"][:2] + report["plain"][per_epoch:per_epoch + 2]
+        # each rank evaluated its share twice (two epochs) in two workers of its own, stopped when run() ended
+        half = len(report["evaluated"]) // 2
+        assert report["evaluated"][:half] == report["evaluated"][half:]
+        assert len(report["evaluation_pids"]) == 2 and report["pid"] not in report["evaluation_pids"]
+        assert report["evaluation_left"] == []
+    shares = [sum(report["evaluated"][:len(report["evaluated"]) // 2], []) for report in ranks]
+    assert sorted(shares[0] + shares[1]) == list(range(40)) and not set(shares[0]) & set(shares[1])
     first_epoch = [sorted(sum(report["plain"][:len(report["plain"]) // 2], [])) for report in ranks]
     assert not set(first_epoch[0]) & set(first_epoch[1]) and sorted(first_epoch[0] + first_epoch[1]) == list(range(40))
