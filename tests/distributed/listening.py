@@ -94,8 +94,10 @@ def processes_in_namespace(namespace: str) -> list[int]:
     return found
 
 
-def _socket_inodes(pid: int) -> set[str]:
-    inodes = set()
+def _socket_descriptors(pid: int) -> dict[str, int]:
+    """Process ``pid``'s socket inodes, each with a file descriptor of the process that holds it ({} if
+    the process is gone or not ours to read)."""
+    by_inode: dict[str, int] = {}
     try:
         for fd in os.listdir(f"/proc/{pid}/fd"):
             try:
@@ -103,10 +105,14 @@ def _socket_inodes(pid: int) -> set[str]:
             except OSError:
                 continue
             if target.startswith("socket:["):
-                inodes.add(target[8:-1])
+                by_inode[target[8:-1]] = int(fd)
     except OSError:
         pass
-    return inodes
+    return by_inode
+
+
+def _socket_inodes(pid: int) -> set[str]:
+    return set(_socket_descriptors(pid))
 
 
 def _address(hex_address: str, family: int) -> str:
@@ -150,16 +156,8 @@ def connected_addresses(pid: int) -> set[tuple[str, str]]:
 def connected_sockets(pid: int, address: str, port: int) -> list[int]:
     """The file descriptors of process ``pid`` (this process, to use them) that hold an established TCP
     connection to ``address:port``."""
-    by_inode: dict[str, int] = {}
-    try:
-        for fd in os.listdir(f"/proc/{pid}/fd"):
-            try:
-                target = os.readlink(f"/proc/{pid}/fd/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                by_inode[target[8:-1]] = int(fd)
-    except OSError:
+    by_inode = _socket_descriptors(pid)
+    if not by_inode:
         return []
     found = []
     wanted = ipaddress.ip_address(address)

@@ -75,25 +75,29 @@ def _http_put(address: str, port: int) -> str:
     body = b"was here"
     request = (f"PUT /stranger/{uuid.uuid4().hex} HTTP/1.1\r\nHost: {address}:{port}\r\n"
                f"Content-Length: {len(body)}\r\nConnection: close\r\n\r\n").encode() + body
-    with socket.create_connection((address, port), timeout=2) as connection:
-        connection.sendall(request)
-        connection.settimeout(GIVE_UP_SECONDS)
-        try:
-            answer = connection.recv(64)
-        except socket.timeout:
-            return "no answer"
+    answer = _ask(address, port, request)
+    if answer is None:
+        return "no answer"
     status = answer.split(b"\r\n", 1)[0].decode(errors="replace")
     return f"answered {status!r}" if answer.startswith(b"HTTP/") else f"not HTTP: {answer[:16]!r}"
 
 
-def _http2(address: str, port: int) -> str:
+def _ask(address: str, port: int, request: bytes) -> bytes | None:
+    """The first bytes answered to ``request`` on a fresh connection, or None if none came within
+    ``GIVE_UP_SECONDS`` (the connection is then closed, as a client with a timeout would)."""
     with socket.create_connection((address, port), timeout=2) as connection:
-        connection.sendall(HTTP2_PREFACE)
+        connection.sendall(request)
         connection.settimeout(GIVE_UP_SECONDS)
         try:
-            answer = connection.recv(64)
+            return connection.recv(64)
         except socket.timeout:
-            return "no answer"
+            return None
+
+
+def _http2(address: str, port: int) -> str:
+    answer = _ask(address, port, HTTP2_PREFACE)
+    if answer is None:
+        return "no answer"
     return f"answered {len(answer)} bytes" + (" (an HTTP/2 SETTINGS frame)" if answer[3:4] == b"\x04" else "")
 
 
