@@ -36,8 +36,9 @@ class BackendEntry:
     ``launch_environment``: the variables its launcher sets for each rank (None: no launcher);
     ``metric_modules``: the modules of the metric libraries its ``metrics`` part adapts (e.g.
     ``torchmetrics``), recognised from a metric's class module without importing them;
-    ``ranks_meet_at_import``: its ranks meet when the framework is imported (oneflow), so ranks started
-    together make the others wait for rank 0 to listen first (self-launch, Ray's workers).
+    ``ranks_meet_at_import``: its ranks meet when the framework is imported (oneflow), so workers an engine
+    starts together (Ray's) hold that import until rank 0 listens. Self-launched ranks get the same wait
+    from the backend's own ``rendezvous(variables)`` (``parallel/launch.py``).
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
     ``is_model(model) -> bool``, ``seed_framework(seed)`` and
