@@ -70,9 +70,7 @@ def notebook_launcher(function: Callable[..., Any], args: Sequence[Any] = (), nu
     variables = part.rank_variables(num_processes)
     if variables is None:
         return run_under_mpirun(function, args, num_processes, entry.module, output)
-    rendezvous_of = getattr(part, "rendezvous_of", None)  # frameworks whose ranks meet at import (oneflow)
-    return run_on_ranks(function, args, variables, entry.module, output,
-                        rendezvous=rendezvous_of(variables) if rendezvous_of is not None else None)
+    return run_on_ranks(function, args, variables, entry.module, output, rendezvous=entry.import_rendezvous(variables))
 
 
 #: The same launcher, for scripts and tests that want ranks without re-running ``sys.argv``.

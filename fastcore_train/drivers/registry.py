@@ -36,9 +36,9 @@ class BackendEntry:
     ``launch_environment``: the variables its launcher sets for each rank (None: no launcher);
     ``metric_modules``: the modules of the metric libraries its ``metrics`` part adapts (e.g.
     ``torchmetrics``), recognised from a metric's class module without importing them;
-    ``ranks_meet_at_import``: its ranks meet when the framework is imported (oneflow), so workers an engine
-    starts together (Ray's) hold that import until rank 0 listens. Self-launched ranks get the same wait
-    from the backend's own ``rendezvous(variables)`` (``parallel/launch.py``).
+    ``ranks_meet_at_import``: its ranks meet when the framework is imported (oneflow), at the master
+    address of its launcher variables, so ranks started together hold that import until rank 0 listens
+    there: the ranks it starts itself (:meth:`import_rendezvous`) and an engine's workers (Ray's).
 
     The subpackage must expose ``create_driver(driver_name, model, device, fp16, **kwargs)``,
     ``is_model(model) -> bool``, ``seed_framework(seed)`` and
@@ -54,6 +54,15 @@ class BackendEntry:
     launch_environment: Optional[LaunchEnvironment] = None
     metric_modules: tuple[str, ...] = ()
     ranks_meet_at_import: bool = False
+
+    def import_rendezvous(self, variables: list[dict[str, str]]) -> Optional[str]:
+        """``host:port`` where rank 0 of a job started with launcher ``variables`` (one dict per rank)
+        waits for the others at import, the others to start once it listens; None for a backend
+        whose ranks meet later (at their process group's creation)."""
+        if not self.ranks_meet_at_import or not variables or self.launch_environment is None:
+            return None
+        facts = self.launch_environment.detect(variables[0])
+        return None if facts is None else facts.master_address
 
     def check(self) -> None:
         """Raise ValueError when the declaration is incomplete or malformed."""

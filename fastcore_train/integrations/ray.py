@@ -73,9 +73,10 @@ class _FastcoreBackend(Backend):
                                      master, ENGINE)
         names = (environment.rank[0], environment.world_size[0])
         ray.get([worker_group.execute_single_async(index, _adopt, variables[index], names) for index in range(count)])
-        if entry.ranks_meet_at_import:  # oneflow: the others import it once rank 0 listens, not 10 s late
+        rendezvous = entry.import_rendezvous(variables)  # oneflow: the others import it once rank 0 listens
+        if rendezvous is not None:
             ray.get([worker_group.execute_single_async(index, hold_import_until_listening, entry.framework_module,
-                                                       master) for index in range(1, count)])
+                                                       rendezvous) for index in range(1, count)])
 
 
 class RayBackendConfig(BackendConfig):

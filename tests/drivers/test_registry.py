@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 
 from fastcore_train.drivers import Driver, available_driver_names, choose_driver
-from fastcore_train.drivers.registry import backend_for_driver_name, framework_of
+from fastcore_train.drivers.registry import backend_for_driver_name, framework_of, get_backend
 
 
 def test_torch_is_registered():
@@ -45,3 +45,16 @@ def test_a_driver_instance_is_used_as_is():
 def test_driver_of_wrong_type():
     with pytest.raises(ValueError, match="driver must be a name"):
         choose_driver(object(), 42)
+
+
+def test_the_ranks_of_a_backend_that_meets_at_import_wait_for_rank_0s_address():
+    """oneflow's ranks meet inside ``import oneflow`` at its launcher's master address: the ranks we
+    start together are told that address (they start once rank 0 listens); others meet later."""
+    from fastcore_train.parallel.environment import ONEFLOW_LAUNCH, TORCHRUN
+
+    oneflow, torch = get_backend("oneflow"), get_backend("torch")
+    assert oneflow.ranks_meet_at_import and not torch.ranks_meet_at_import
+    variables = [ONEFLOW_LAUNCH.variables_for(rank, 2, "10.0.0.5", 29611) for rank in range(2)]
+    assert oneflow.import_rendezvous(variables) == "10.0.0.5:29611"
+    assert oneflow.import_rendezvous([]) is None
+    assert torch.import_rendezvous([TORCHRUN.variables_for(rank, 2, "10.0.0.5", 29611) for rank in range(2)]) is None

@@ -15,7 +15,8 @@ from fastcore_train.backends.oneflow.parallel_driver import OneflowDDPDriver
 from fastcore_train.backends.oneflow.demo import build_demo
 from fastcore_train.backends.oneflow.single_driver import OneflowSingleDriver, parse_device
 from fastcore_train.backends.oneflow.devices import DEVICES
-from fastcore_train.backends.oneflow.world import launch_environments, rendezvous, world_from_environment
+from fastcore_train.backends.oneflow.world import launch_environments, world_from_environment
+from fastcore_train.drivers.registry import get_backend
 from fastcore_train.parallel.launcher import choose_launcher
 from fastcore_train.parallel.placement import place_ranks
 
@@ -42,7 +43,7 @@ def create_driver(driver_name: str, model: Any, device: Any = "cpu", fp16: bool 
         # oneflow fixes a process's rank at import: every rank, rank 0 included, runs in a new process.
         variables = launch_environments(placement.facts.world_size) if placement.launch else None
         driver.launcher = choose_launcher(placement, "spawn-all", variables, output_from_new_proc,
-                                          rendezvous(variables) if variables else None)
+                                          get_backend("oneflow").import_rendezvous(variables or []))
         return driver
     if getattr(model, "_is_ddp_module", False):
         raise ValueError("The model went through oneflow.nn.parallel.DistributedDataParallel but this process is "

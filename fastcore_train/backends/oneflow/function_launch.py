@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Optional
 
 from fastcore_train.backends.oneflow.devices import DEVICES
-from fastcore_train.backends.oneflow.world import launch_environments, rendezvous
+from fastcore_train.backends.oneflow.world import launch_environments
 
 
 def gpu_count() -> int:
@@ -17,7 +17,3 @@ def rank_variables(world_size: int) -> Optional[list[dict[str, str]]]:
     """oneflow.distributed.launch's variables for each rank of a one-machine job."""
     return launch_environments(world_size)
 
-
-def rendezvous_of(variables: list[dict[str, str]]) -> Optional[str]:
-    """Where rank 0 meets the others at ``import oneflow``: they start once it listens there."""
-    return rendezvous(variables)

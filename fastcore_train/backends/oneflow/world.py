@@ -61,12 +61,6 @@ def launch_environments(world_size: int) -> list[dict[str, str]]:
     return [ONEFLOW_LAUNCH.variables_for(rank, world_size, "127.0.0.1", port) for rank in range(world_size)]
 
 
-def rendezvous(variables: list[dict[str, str]]) -> str:
-    """``host:port`` where rank 0 waits for the others when ``import oneflow`` sets up its environment:
-    they start once it listens (a rank that finds it not yet listening retries only after 10 s)."""
-    return f"{variables[0]['MASTER_ADDR']}:{variables[0]['MASTER_PORT']}"
-
-
 class OneflowCollectives(Collectives):
     """``driver.comm`` of a oneflow DDP rank: objects are pickled into uint8 tensors on the rank's
     ``device`` and exchanged with ``oneflow.comm`` (which has no object collectives)."""
