@@ -25,3 +25,6 @@ def test_memory_bench_runs_a_tiny_model_and_the_sharded_losses_match(backend_nam
     for label in ("1 process", "2-rank FSDP2, meta build"):
         assert label in rows, out
         assert rows[label].endswith("| yes |"), f"{label}: losses differ from one process's\n{out}"
+    # a 64-wide model is all runtime: the floor says the goal is out of reach, and the sharded row misses it
+    assert "no 2-way sharding can reach the target at this width" in out, out
+    assert "2-rank FSDP2, meta build: " in out and out.rstrip().endswith("MISS"), out
