@@ -69,6 +69,8 @@ CONFIGS = {  # name -> (label, driver, device, driver kwargs)
 # the same two, the model built on the meta device: each rank reads only its shards of the initial weights
 CONFIGS["fsdp2_meta"] = ("2-rank FSDP2, meta build", *CONFIGS["fsdp2"][1:])
 CONFIGS["tp_meta"] = ("2-rank tensor parallel, meta build", *CONFIGS["tp"][1:])
+#: The sharded configurations, set against TARGET under the table.
+SHARDED_LABELS = {CONFIGS[name][0] for name in CONFIGS if name.startswith(("fsdp2", "tp"))}
 INITIAL = "initial.safetensors"
 TARGET = 0.6  # the goal for a sharded rank's peak RSS over one process's, at 2 ranks
 MB = 1e6
@@ -225,7 +227,7 @@ def main() -> None:
           "peak / 1 process | runtime | peak above the runtime / 1 process's | losses as 1 process |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|")
     for label, count, figures in rows:
-        ratio = f"{figures['peak_rss'] / single['peak_rss']:.2f}" if single else "-"
+        ratio = f"{peak_ratio(figures, single):.2f}" if single else "-"
         above = (f"{(figures['peak_rss'] - figures['runtime']) / (single['peak_rss'] - single['runtime']):.2f}"
                  if single else "-")
         same = "-" if single is None else "yes" if all(
@@ -238,7 +240,10 @@ def main() -> None:
         print_target(single, [(label, figures) for label, _count, figures in rows if label in SHARDED_LABELS])
 
 
-SHARDED_LABELS = {CONFIGS[name][0] for name in CONFIGS if name.startswith(("fsdp2", "tp"))}
+
+def peak_ratio(figures: dict, single: dict) -> float:
+    """A configuration's peak RSS per rank over one process's."""
+    return figures["peak_rss"] / single["peak_rss"]
 
 
 def floor_ratio(single: dict, sharded_runtime: float) -> float:
@@ -248,7 +253,7 @@ def floor_ratio(single: dict, sharded_runtime: float) -> float:
 
 
 def print_target(single: dict, sharded: list[tuple[str, dict]]) -> None:
-    """The issue's target (peak per rank <= 0.6 of one process) for each sharded configuration, beside
+    """The goal (peak per rank <= ``TARGET`` of one process's) for each sharded configuration, beside
     the floor that the runtime alone sets at this width (at a small width it is above the target)."""
     if not sharded:
         return
@@ -260,7 +265,7 @@ def print_target(single: dict, sharded: list[tuple[str, dict]]) -> None:
           + ("the target is reachable here." if floor <= TARGET else
              "no 2-way sharding can reach the target at this width: the runtime dominates (try --width 6144)."))
     for label, figures in sharded:
-        ratio = figures["peak_rss"] / single["peak_rss"]
+        ratio = peak_ratio(figures, single)
         print(f"  {label}: {ratio:.2f} {'PASS' if ratio <= TARGET else 'MISS'}")
 
 
