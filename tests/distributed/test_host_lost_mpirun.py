@@ -40,28 +40,22 @@ RETRIES = 6
 GIVE_UP = 0.2 * (2 ** (RETRIES + 1) - 1)  # 25.4 s
 
 
-def pids_in(host: two_hosts.Host) -> list[str]:
-    """The processes running inside ``host``."""
-    return subprocess.run(["ip", "netns", "pids", host.namespace], check=False, capture_output=True,
-                          text=True).stdout.split()
-
-
-def ranks_on(host: two_hosts.Host) -> list[str]:
+def ranks_on(host: two_hosts.Host) -> list[int]:
     """The job's ranks alive on ``host`` (not the helper processes a rank forks, which have its command line)."""
-    found = pids_in(host)
+    found = host.pids()
     jobs = {}
     for pid in found:
         try:
             stat = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
             argv = Path(f"/proc/{pid}/cmdline").read_text(errors="replace").split("\0")
             if stat[0] != "Z" and Path(argv[0]).name.startswith("python") and str(JOB) in argv:  # not mpirun
-                jobs[pid] = stat[1]
+                jobs[pid] = int(stat[1])
         except OSError:
             pass
     return [pid for pid, parent in jobs.items() if parent not in jobs]
 
 
-def alive(pid: str) -> bool:
+def alive(pid: int) -> bool:
     try:
         return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "Z"
     except OSError:
@@ -73,7 +67,7 @@ def left_on(host: two_hosts.Host, seconds: float) -> list[str]:
     for none to be left."""
     deadline = time.monotonic() + seconds
     while True:
-        found = pids_in(host)
+        found = host.pids()
         if not found or time.monotonic() > deadline:
             names = []
             for pid in found:

@@ -38,19 +38,7 @@ class Host:
 
     def pids(self) -> list[int]:
         """Every process inside this host now (read from /proc: cheap enough to poll)."""
-        try:
-            namespace = f"net:[{os.stat(f'/run/netns/{self.namespace}').st_ino}]"
-        except OSError:
-            return []
-        found = []
-        for entry in os.listdir("/proc"):
-            if entry.isdigit():
-                try:
-                    if os.readlink(f"/proc/{entry}/ns/net") == namespace:
-                        found.append(int(entry))
-                except OSError:
-                    continue
-        return found
+        return processes_in_namespace(self.namespace)
 
     def kill_everything(self) -> None:
         """Kill every process inside this host (a launcher's ranks may run in sessions of their own)."""
