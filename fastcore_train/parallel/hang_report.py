@@ -104,13 +104,13 @@ def _other_machines(places: list, master_address: Optional[str], rank: int) -> s
     return module.other_machines(found[rank], found, master_address)
 
 
-def _watch(path: str, world_size: int, rank: int, ranks: list, timeout: float, busy_limit: float,
+def _watch(table_fd: int, world_size: int, rank: int, ranks: list, timeout: float, busy_limit: float,
            parent: int, places: list, master_address: Optional[str]) -> None:
     import mmap
     import select
     import signal
 
-    with open(path, "rb") as file:
+    with os.fdopen(table_fd, "rb") as file:  # the rank's open table, inherited: its name may be gone
         table = mmap.mmap(file.fileno(), _SLOT.size * world_size, access=mmap.ACCESS_READ)
     interval, busy, speaking, tick = min(1.0, timeout / 10), False, None, time.monotonic()
     while True:

@@ -69,8 +69,10 @@ class Heartbeats:
 
     def __init__(self, path: str, world_size: int, rank: int) -> None:
         self.path, self.world_size, self.rank = path, world_size, rank
-        with open(path, "r+b") as file:
-            self._map = mmap.mmap(file.fileno(), _SLOT.size * world_size)
+        #: Kept open: the watcher process maps the table through this descriptor, so the file's name
+        #: can go once every rank holds it (:func:`start_watchdog`).
+        self.file = open(path, "r+b")
+        self._map = mmap.mmap(self.file.fileno(), _SLOT.size * world_size)
         self._offset = rank * _SLOT.size
         self.key = -1
         #: How many saving or loading phases this rank is in (:meth:`busy`).
@@ -132,10 +134,10 @@ class Watchdog:
     ``places``: every rank's machine and ``master_address`` the job's, to name the other machines.
     """
 
-    def __init__(self, heartbeats: Heartbeats, timeout: float, shared: bool, folder: Optional[str],
+    def __init__(self, heartbeats: Heartbeats, timeout: float, shared: bool,
                  ranks: Optional[Sequence[int]] = None, places: Sequence[Place] = (),
                  master_address: Optional[str] = None) -> None:
-        self.heartbeats, self.timeout, self.shared, self.folder = heartbeats, timeout, shared, folder
+        self.heartbeats, self.timeout, self.shared = heartbeats, timeout, shared
         self.ranks = list(range(heartbeats.world_size)) if ranks is None else list(ranks)
         self.places, self.master_address = list(places), master_address
         self._stopped = threading.Event()
@@ -150,13 +152,14 @@ class Watchdog:
 
     def _start_watcher(self) -> None:
         """The watcher process (:mod:`~fastcore_train.parallel.hang_report`): it speaks when this thread cannot."""
-        args = dict(path=self.heartbeats.path, world_size=self.heartbeats.world_size, rank=self.heartbeats.rank,
+        table = self.heartbeats.file.fileno()
+        args = dict(table_fd=table, world_size=self.heartbeats.world_size, rank=self.heartbeats.rank,
                     ranks=self.ranks if self.shared else [self.heartbeats.rank], timeout=self.timeout,
                     busy_limit=BUSY_LIMIT, parent=os.getpid(), places=[list(vars(p).values()) for p in self.places],
                     master_address=self.master_address)
         try:
             self._watcher = subprocess.Popen([sys.executable, "-I", "-S", hang_report.__file__, json.dumps(args)],
-                                             stdin=subprocess.PIPE)
+                                             stdin=subprocess.PIPE, pass_fds=(table,))
         except OSError as error:  # the thread still watches
             logger.warning("the collective timeout's watcher process did not start (%s)", error)
             return
@@ -171,15 +174,14 @@ class Watchdog:
                 pass
 
     def stop(self) -> None:
-        """Stop watching (the end of ``Trainer.run``); the rank that made the table removes it."""
+        """Stop watching (the end of ``Trainer.run``)."""
         self._stopped.set()
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             self.heartbeats.notify = lambda said: None
             watcher.stdin.close()  # type: ignore[union-attr]
             watcher.wait()
-        if self.folder is not None:
-            shutil.rmtree(self.folder, ignore_errors=True)
+        self.heartbeats.file.close()
 
     def _watch(self) -> None:
         interval = min(1.0, self.timeout / 10)
@@ -222,7 +224,8 @@ def start_watchdog(comm: Any, timeout: float) -> Watchdog:
 
     The ranks tell each other where they run (:func:`~fastcore_train.parallel.lost_hosts.here`); the
     lowest rank of each machine makes that machine's table in a new temporary folder, and the ranks
-    learn its path in a second ``all_gather_object``.
+    learn its path in a second ``all_gather_object``. Once every rank and its watcher process hold the
+    table open (a third), that rank removes the folder: a job that is killed leaves nothing in /tmp.
     """
     master_address = getattr(getattr(comm, "facts", None), "master_address", None)
     places = [Place(*place) for place in comm.all_gather_object(tuple(vars(here(master_address)).values()))]
@@ -233,10 +236,16 @@ def start_watchdog(comm: Any, timeout: float) -> Watchdog:
         folder = tempfile.mkdtemp(prefix="fastcore-train-heartbeats-")
         path = os.path.join(folder, "heartbeats")
         Heartbeats.create(path, comm.world_size)
-    paths = comm.all_gather_object(path)
-    heartbeats = Heartbeats(paths[mine[0]], comm.world_size, comm.rank)
-    return Watchdog(heartbeats, timeout, len(mine) > 1, folder, mine, places if len(groups) > 1 else (),
-                    master_address).start()
+    try:
+        paths = comm.all_gather_object(path)
+        heartbeats = Heartbeats(paths[mine[0]], comm.world_size, comm.rank)
+        watchdog = Watchdog(heartbeats, timeout, len(mine) > 1, mine, places if len(groups) > 1 else (),
+                            master_address).start()
+        comm.all_gather_object(None)  # every rank holds the table open: its name is no longer needed
+    finally:
+        if folder is not None:
+            shutil.rmtree(folder, ignore_errors=True)
+    return watchdog
 
 
 Method = TypeVar("Method", bound=Callable[..., Any])

@@ -2,6 +2,7 @@
 with exit code 1, naming the ranks behind it in the shared heartbeat table (real processes)."""
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
 import textwrap
@@ -36,7 +37,7 @@ def waiting_rank(table, then: str) -> str:
         behind = Heartbeats({str(table)!r}, 2, 1)
         behind.beat(progress_key(3, STEP))
         waiting = Heartbeats({str(table)!r}, 2, 0)
-        watchdog = Watchdog(waiting, timeout=1.0, shared=True, folder=None).start()
+        watchdog = Watchdog(waiting, timeout=1.0, shared=True).start()
         waiting.beat(progress_key(3, STOP_DECISION))
     """) + textwrap.dedent(then)
 
@@ -64,7 +65,7 @@ def test_a_rank_that_keeps_making_progress_is_never_ended(tmp_path):
         sys.path.insert(0, {str(ROOT)!r})
         from fastcore_train.parallel.watchdog import Heartbeats, Watchdog
         beats = Heartbeats({str(table)!r}, 1, 0)
-        watchdog = Watchdog(beats, timeout=0.5, shared=True, folder=None).start()
+        watchdog = Watchdog(beats, timeout=0.5, shared=True).start()
         for _ in range(30):
             time.sleep(0.1)
             beats.touch()
@@ -105,10 +106,36 @@ def test_the_watcher_process_ends_with_the_watch(tmp_path):
         import sys
         sys.path.insert(0, {str(ROOT)!r})
         from fastcore_train.parallel.watchdog import Heartbeats, Watchdog
-        watchdog = Watchdog(Heartbeats({str(table)!r}, 1, 0), timeout=5.0, shared=True, folder=None).start()
+        watchdog = Watchdog(Heartbeats({str(table)!r}, 1, 0), timeout=5.0, shared=True).start()
         watcher = watchdog._watcher
         watchdog.stop()
         print(watcher.returncode)
     """)
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0 and done.stdout.split() == ["0"], done.stderr
+
+
+def test_a_watched_rank_killed_mid_run_leaves_no_heartbeat_folder(tmp_path):
+    """The table's folder is removed as soon as the rank and its watcher hold the table open: a rank that
+    is killed (SIGKILL, or ended by a collective timeout) leaves nothing behind in the temporary folder,
+    while its watchdog still reads the table."""
+    script = textwrap.dedent(f"""
+        import os, sys, time
+        sys.path.insert(0, {str(ROOT)!r})
+        from fastcore_train.drivers.collectives import Collectives
+        from fastcore_train.parallel.watchdog import start_watchdog
+        watchdog = start_watchdog(Collectives(), timeout=30.0)
+        watchdog.heartbeats.touch()
+        print(os.listdir({str(tmp_path)!r}), watchdog.heartbeats.read()[0][1] > 0, flush=True)
+        time.sleep(60)
+    """)
+    process = subprocess.Popen([sys.executable, "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True, env={**os.environ, "TMPDIR": str(tmp_path)})
+    try:
+        said = process.stdout.readline().split()
+        process.kill()
+        process.wait(timeout=30)
+    finally:
+        process.kill()
+    assert said == ["[]", "True"], process.stderr.read()
+    assert list(tmp_path.iterdir()) == []
