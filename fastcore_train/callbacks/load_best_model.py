@@ -53,6 +53,7 @@ class LoadBestModelCallback(Callback):
         if self.best_batches is None:
             logger.warning("LoadBestModelCallback: no evaluation gave a value for %r; keeping the last weights.",
                            self.tracker.monitor)
+            self._delete_folder(trainer.driver.comm)
             return
         logger.info("Loading the best model (%s=%.6g after %d batches).", self.tracker.monitor,
                     self.tracker.best, self.best_batches)
@@ -61,7 +62,11 @@ class LoadBestModelCallback(Callback):
         trusted = {} if self.only_state_dict else {"weights_only": False}
         trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn,
                            **trusted)
-        if self.delete_after_train and trainer.driver.comm.is_global_zero():
+        self._delete_folder(trainer.driver.comm)
+
+    def _delete_folder(self, comm: Any) -> None:
+        """After training: the best model's folder goes (``delete_after_train``), by rank 0, which made it."""
+        if self.delete_after_train and comm.is_global_zero():
             shutil.rmtree(self.save_folder, ignore_errors=True)
 
     def on_save_checkpoint(self, trainer: Any) -> dict:
@@ -78,6 +83,8 @@ class LoadBestModelCallback(Callback):
             return
         self.tracker.best = states["best"]
         self.best_batches = states["best_batches"]
+        if self._made_temporary and restored.resolve() != self.save_folder.resolve():
+            shutil.rmtree(self.save_folder, ignore_errors=True)  # the empty one made for this run: unused now
         self.save_folder = restored
 
     def _is_ours(self, folder: Path) -> bool:

@@ -49,4 +49,5 @@ def test_monitors_see_no_value_for_an_empty_dataloader(harness, tmp_path, log_re
     assert "acc#acc#empty" not in trainer.evaluate_results and "acc#acc#dev" in trainer.evaluate_results
     assert saver.topk_saved == [] and not [p for p in tmp_path.rglob("*") if p.is_file()]  # no top-k save
     assert stopper.tracker.best is None and best.best_batches is None
+    assert not best.save_folder.exists(), "the temporary folder goes even when nothing was kept in it"
     assert sum("'empty' gave no batch" in line for line in messages(log_records)) == 3
