@@ -35,6 +35,7 @@ import argparse
 import importlib.util
 import json
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -228,6 +229,7 @@ def main(argv: Any = None) -> int:
     _, contenders["trainer+rich"] = make_trainer_epoch(hands, loader(), *models["trainer+rich"], "rich")
     for name, kwargs in extra_trainers.items():  # backend options worth a line of their own
         _, contenders[name] = make_trainer_epoch(hands, loader(), *models[name], None, **kwargs)
+    log_folder = None
     if importlib.util.find_spec("tensorboardX") is not None:
         from fastcore_train import CSVLoggerCallback, TensorBoardCallback
         log_folder = tempfile.mkdtemp(prefix="fastcore_bench_logs_")
@@ -235,7 +237,11 @@ def main(argv: Any = None) -> int:
             hands, loader(), *models["trainer+logs"], "raw",
             [CSVLoggerCallback(log_folder), TensorBoardCallback(log_folder)])
 
-    walls, cpus, threads = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
+    try:
+        walls, cpus, threads = _rounds.interleave(contenders, args.rounds, args.warmup, hands.finish)
+    finally:
+        if log_folder is not None:
+            shutil.rmtree(log_folder, ignore_errors=True)
     # Same data, same start, same steps: the weights must agree bit for bit, else it is not a fair race.
     unequal = [name for name in contenders if not same_weights(hands, models["hand"][0], models[name][0])]
     fair = "trainer" not in unequal and "hand-again" not in unequal
