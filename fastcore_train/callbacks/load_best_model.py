@@ -64,6 +64,11 @@ class LoadBestModelCallback(Callback):
                            **trusted)
         self._delete_folder(trainer.driver.comm)
 
+    def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        # A crashed run keeps a best model for its checkpoint to resume from; an empty folder it made goes.
+        if self.best_batches is None and self._made_temporary and trainer.driver.comm.is_global_zero():
+            shutil.rmtree(self.save_folder, ignore_errors=True)
+
     def _delete_folder(self, comm: Any) -> None:
         """After training: the best model's folder goes (``delete_after_train``), by rank 0, which made it."""
         if self.delete_after_train and comm.is_global_zero():

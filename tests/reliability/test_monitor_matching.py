@@ -25,11 +25,14 @@ def trainer_with(harness, callbacks, monitor=None, n_epochs=2):
     (lambda folder: LoadBestModelCallback(), "LoadBestModelCallback"),
 ], ids=["topk", "early_stop", "load_best"])
 def test_an_unmatched_monitor_fails_at_the_first_evaluation(harness, tmp_path, make_callback, owner):
-    trainer = trainer_with(harness, [make_callback(tmp_path)], monitor="accuracy")
+    callback = make_callback(tmp_path)
+    trainer = trainer_with(harness, [callback], monitor="accuracy")
     with pytest.raises(MonitorNotFoundError, match=rf"{owner}.*monitor 'accuracy' matches none of the evaluation "
                                                    rf"results \['acc#acc#dev'\]"):
         trainer.run(num_eval_sanity_batch=0)
     assert trainer.global_forward_batches == 4  # the first evaluation, at the end of epoch 1
+    if isinstance(callback, LoadBestModelCallback):  # nothing was kept: its temporary folder is gone too
+        assert not callback.save_folder.exists()
     assert isinstance(MonitorNotFoundError("x"), ValueError)
 
 
