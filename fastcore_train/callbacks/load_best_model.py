@@ -53,7 +53,7 @@ class LoadBestModelCallback(Callback):
         if self.best_batches is None:
             logger.warning("LoadBestModelCallback: no evaluation gave a value for %r; keeping the last weights.",
                            self.tracker.monitor)
-            self._delete_folder(trainer.driver.comm)
+            self._drop_temporary(trainer.driver.comm)
             return
         logger.info("Loading the best model (%s=%.6g after %d batches).", self.tracker.monitor,
                     self.tracker.best, self.best_batches)
@@ -62,16 +62,17 @@ class LoadBestModelCallback(Callback):
         trusted = {} if self.only_state_dict else {"weights_only": False}
         trainer.load_model(self.save_folder, only_state_dict=self.only_state_dict, model_load_fn=self.model_load_fn,
                            **trusted)
-        self._delete_folder(trainer.driver.comm)
-
-    def on_exception(self, trainer: Any, exception: BaseException) -> None:
-        # A crashed run keeps a best model for its checkpoint to resume from; an empty folder it made goes.
-        if self.best_batches is None and self._made_temporary and trainer.driver.comm.is_global_zero():
+        if self.delete_after_train and trainer.driver.comm.is_global_zero():
             shutil.rmtree(self.save_folder, ignore_errors=True)
 
-    def _delete_folder(self, comm: Any) -> None:
-        """After training: the best model's folder goes (``delete_after_train``), by rank 0, which made it."""
-        if self.delete_after_train and comm.is_global_zero():
+    def on_exception(self, trainer: Any, exception: BaseException) -> None:
+        if self.best_batches is None:  # a best model stays, for the run's checkpoint to resume from
+            self._drop_temporary(trainer.driver.comm)
+
+    def _drop_temporary(self, comm: Any) -> None:
+        """Remove the temporary folder this callback made, holding no best model (by rank 0, which made it).
+        A ``save_folder`` the user gave is never removed unless a best model was written into it."""
+        if self._made_temporary and comm.is_global_zero():
             shutil.rmtree(self.save_folder, ignore_errors=True)
 
     def on_save_checkpoint(self, trainer: Any) -> dict:

@@ -22,3 +22,22 @@ def test_a_resumed_runs_own_empty_folder_goes_when_the_checkpoints_folder_replac
     finally:
         for folder in (earlier, made_for_this_run):
             shutil.rmtree(folder, ignore_errors=True)
+
+
+def test_with_no_best_model_only_a_temporary_folder_goes_never_the_users_save_folder(tmp_path):
+    from types import SimpleNamespace
+
+    from fastcore_train.drivers.collectives import Collectives
+
+    trainer = SimpleNamespace(driver=SimpleNamespace(comm=Collectives()))
+    users = tmp_path / "best"
+    users.mkdir()
+    (users / "notes.txt").write_text("keep me")
+    given = LoadBestModelCallback(monitor="acc", save_folder=users)
+    given.on_train_end(trainer)  # no evaluation gave a value
+    given.on_exception(trainer, RuntimeError("x"))
+    assert (users / "notes.txt").read_text() == "keep me"
+    temporary = LoadBestModelCallback(monitor="acc")
+    temporary.save_folder, temporary._made_temporary = Path(tempfile.mkdtemp(prefix="fastcore_best_")), True
+    temporary.on_train_end(trainer)
+    assert not temporary.save_folder.exists()
