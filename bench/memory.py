@@ -240,7 +240,6 @@ def main() -> None:
         print_target(single, [(label, figures) for label, _count, figures in rows if label in SHARDED_LABELS])
 
 
-
 def peak_ratio(figures: dict, single: dict) -> float:
     """A configuration's peak RSS per rank over one process's."""
     return figures["peak_rss"] / single["peak_rss"]
